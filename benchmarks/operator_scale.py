@@ -1,0 +1,157 @@
+"""Benchmark: N SitsDeployments of 2 variants applied at once on the local cluster.
+
+Measures the time until every one reports Ready, and the operator's peak RSS (VmHWM).
+Targets (issue 2): at most 60 s and 300 MiB for N = 200. Writes a section of
+docs/benchmarks.md. Run with `make bench` (not part of the test suite).
+
+The fake cluster gets enough fake GPU capacity for N*2 pods: extra kwok nodes are added
+to a dedicated namespace's node pool for the run and removed afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from sits_localcluster.build import ensure_binaries
+from sits_localcluster.cluster import LocalCluster
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "docs" / "benchmarks.md"
+NAMESPACE = "sits-bench"
+SLICES_PER_NODE = 8
+
+
+def bench_node(index: int) -> dict[str, object]:
+    """A kwok node with SLICES_PER_NODE 1g.10gb slices (A100-80GB in the mixed strategy)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": f"bench-a100-{index}",
+            "annotations": {"kwok.x-k8s.io/node": "fake"},
+            "labels": {"type": "kwok", "sits.dev/bench": "true",
+                       "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB",
+                       "nvidia.com/mig.strategy": "mixed"},
+        },
+        "status": {
+            "allocatable": {"cpu": "64", "memory": "512Gi", "pods": "110",
+                            "nvidia.com/mig-1g.10gb": str(SLICES_PER_NODE)},
+            "capacity": {"cpu": "64", "memory": "512Gi", "pods": "110",
+                         "nvidia.com/mig-1g.10gb": str(SLICES_PER_NODE)},
+        },
+    }  # fmt: skip
+
+
+def sitsd(index: int) -> dict[str, object]:
+    variants = [
+        {"name": name, "role": role, "image": "vllm/vllm-openai:v0.11.0", "model": "m",
+         "revision": f"r{index}", "migProfile": "1g.10gb", "replicas": 1}
+        for name, role in (("v1", "stable"), ("v2", "candidate"))
+    ]  # fmt: skip
+    return {
+        "apiVersion": "sits.dev/v1alpha1",
+        "kind": "SitsDeployment",
+        "metadata": {"name": f"bench-{index:03d}", "namespace": NAMESPACE},
+        "spec": {"variants": variants},
+    }
+
+
+def kubectl_json(cluster: LocalCluster, *args: str) -> dict[str, object]:
+    return dict(json.loads(cluster.kubectl(*args, "-o", "json").stdout))
+
+
+def peak_rss_mib(pid: int) -> float:
+    status = Path(f"/proc/{pid}/status").read_text()
+    match = re.search(r"VmHWM:\s+(\d+) kB", status)
+    return int(match.group(1)) / 1024 if match else float("nan")
+
+
+def count_ready(cluster: LocalCluster) -> int:
+    items = kubectl_json(cluster, "get", "sitsd", "-n", NAMESPACE)["items"]
+    assert isinstance(items, list)
+    return sum(
+        any(c.get("type") == "Ready" and c.get("status") == "True"
+            for c in (i.get("status") or {}).get("conditions", []))
+        for i in items
+    )  # fmt: skip
+
+
+def run(count: int, timeout: float) -> dict[str, float]:
+    ensure_binaries(progress=print)
+    cluster = LocalCluster(progress=print)
+    cluster.up()
+    crds = str(REPO / "crds")
+    cluster.kubectl("apply", "--server-side", "--field-manager=sits-bench", "-f", crds)
+    cluster.kubectl("wait", "--for=condition=Established", "crd/sitsdeployments.sits.dev")
+    nodes = (count * 2 + SLICES_PER_NODE - 1) // SLICES_PER_NODE
+    for i in range(nodes):
+        cluster.kubectl("apply", "-f", "-", input=json.dumps(bench_node(i)))
+    cluster.kubectl("create", "namespace", NAMESPACE, check=False)
+    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig)}
+    log = open(cluster.state_dir / "logs" / "bench-operator.log", "wb")  # noqa: SIM115
+    operator = subprocess.Popen([sys.executable, "-m", "sits_operator", "--metrics-address", "",
+                                 "--namespace", NAMESPACE], stdout=log, stderr=subprocess.STDOUT,
+                                env=env)  # fmt: skip
+    try:
+        time.sleep(3)
+        manifests = "\n---\n".join(json.dumps(sitsd(i)) for i in range(count))
+        start = time.monotonic()
+        cluster.kubectl("apply", "-f", "-", input=manifests)
+        applied = time.monotonic() - start
+        ready = 0
+        while ready < count and time.monotonic() - start < timeout:
+            time.sleep(1)
+            ready = count_ready(cluster)
+            print(f"  {time.monotonic() - start:5.1f} s: {ready}/{count} Ready", flush=True)
+        elapsed = time.monotonic() - start
+        rss = peak_rss_mib(operator.pid)
+    finally:
+        operator.terminate()
+        operator.wait(timeout=30)
+        log.close()
+        cluster.kubectl("delete", "namespace", NAMESPACE, "--wait=false", check=False)
+        cluster.kubectl("delete", "nodes", "-l", "sits.dev/bench=true", "--wait=false", check=False)
+    return {"count": count, "ready": ready, "seconds": elapsed, "apply_seconds": applied,
+            "peak_rss_mib": rss}  # fmt: skip
+
+
+def write_results(result: dict[str, float]) -> None:
+    section = (
+        "## Operator scale: 200 SitsDeployments of 2 variants applied at once\n\n"
+        "Command: `make bench` (`python -m benchmarks.operator_scale --count 200`), on the local\n"
+        "cluster (real kube-apiserver, scheduler, controller-manager, kwok nodes), 2 cores.\n\n"
+        "| SitsDeployments | Ready | time to all Ready | kubectl apply | operator peak RSS |"
+        " target |\n|---|---|---|---|---|---|\n"
+        f"| {result['count']:.0f} | {result['ready']:.0f} | {result['seconds']:.1f} s |"
+        f" {result['apply_seconds']:.1f} s | {result['peak_rss_mib']:.0f} MiB |"
+        " <= 60 s, <= 300 MiB |\n"
+    )
+    text = RESULTS.read_text() if RESULTS.exists() else "# Benchmarks\n\n"
+    marker = "## Operator scale"
+    if marker in text:
+        head, _, tail = text.partition(marker)
+        rest = tail.split("\n## ", 1)
+        text = head + section + ("\n## " + rest[1] if len(rest) > 1 else "")
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    RESULTS.write_text(text)
+    print(section)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--count", type=int, default=200)
+    parser.add_argument("--timeout", type=float, default=300)
+    args = parser.parse_args()
+    write_results(run(args.count, args.timeout))
+
+
+if __name__ == "__main__":
+    main()

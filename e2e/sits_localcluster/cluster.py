@@ -1,0 +1,334 @@
+"""``LocalCluster``: start, reuse, inspect and stop the loopback-only control plane.
+
+One implementation serves the ``sits-cluster`` CLI, the pytest fixture and CI, so that a
+cluster a developer started by hand is exactly what the tests would have started. State
+(PKI, etcd data, logs, pid records) lives in one directory, ``~/.local/state/sits/cluster``
+unless ``SITS_CLUSTER_DIR`` says otherwise; nothing is written anywhere else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import functools
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from . import bootstrap, health, procs
+from .api import ApiClient
+from .build import Progress, ensure_binaries
+from .components import HOST, Component, Layout, Ports, all_components
+from .pki import PkiPaths, ensure_pki, write_admin_kubeconfig
+
+KUBECTL = "/usr/bin/kubectl"
+ETCD_TIMEOUT = 30.0
+APISERVER_TIMEOUT = 120.0
+COMPONENT_TIMEOUT = 60.0
+BOOTSTRAP_TIMEOUT = 90.0
+
+
+class ClusterError(RuntimeError):
+    """The cluster could not be started or used; the message names the log to read."""
+
+
+class KubectlError(ClusterError):
+    """kubectl exited non-zero; carries the command and its stderr."""
+
+    def __init__(self, args: list[str], result: subprocess.CompletedProcess[str]) -> None:
+        super().__init__(
+            f"kubectl {' '.join(args)} failed (exit {result.returncode}):\n{result.stderr.strip()}"
+        )
+        self.result = result
+
+
+@dataclass(frozen=True)
+class ComponentStatus:
+    """What ``sits-cluster status`` prints for one process."""
+
+    name: str
+    pid: int | None
+    alive: bool
+    endpoint: str
+    log: Path
+
+
+def default_state_dir() -> Path:
+    env = os.environ.get("SITS_CLUSTER_DIR")
+    if env:
+        return Path(env).expanduser()
+    return Path.home() / ".local" / "state" / "sits" / "cluster"
+
+
+class LocalCluster:
+    """A local control plane with fake GPU nodes, owned through its state directory."""
+
+    def __init__(
+        self,
+        state_dir: Path | None = None,
+        *,
+        bin_dir: Path | None = None,
+        ports: Ports | None = None,
+        progress: Progress = print,
+    ) -> None:
+        self.state_dir = (state_dir or default_state_dir()).expanduser().resolve()
+        self.ports = ports or Ports.from_env()
+        self.progress = progress
+        self._bin_dir = bin_dir
+
+    # ----- paths and addresses -------------------------------------------------------
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.state_dir / "kubeconfig"
+
+    @property
+    def server(self) -> str:
+        return f"https://{HOST}:{self.ports.apiserver}"
+
+    @property
+    def pki(self) -> PkiPaths:
+        return PkiPaths(self.state_dir / "pki")
+
+    def log_file(self, name: str) -> Path:
+        return self.state_dir / "logs" / f"{name}.log"
+
+    def _record_file(self, name: str) -> Path:
+        return self.state_dir / "run" / f"{name}.json"
+
+    def _layout(self, bin_dir: Path) -> Layout:
+        return Layout(
+            bin_dir=bin_dir,
+            state_dir=self.state_dir,
+            ports=self.ports,
+            pki=self.pki,
+            kubeconfig=self.kubeconfig,
+            kwok_config=self.state_dir / "kwok.yaml",
+        )
+
+    def _components(self) -> list[Component]:
+        """Component definitions; the bin dir only matters for starting, so any will do."""
+        return all_components(self._layout(self._bin_dir or Path("/nonexistent")))
+
+    # ----- process records -----------------------------------------------------------
+
+    def _read_record(self, name: str) -> tuple[int, Path] | None:
+        """(pid, binary) of a started component, as written by ``_start``."""
+        try:
+            data = json.loads(self._record_file(name).read_text())
+            return int(data["pid"]), Path(data["binary"])
+        except (FileNotFoundError, ValueError, KeyError, TypeError):
+            return None
+
+    def _alive(self, name: str) -> bool:
+        record = self._read_record(name)
+        return record is not None and procs.is_running(*record)
+
+    def pids(self) -> dict[str, int | None]:
+        """Pid of each component as recorded (alive or not); handy for reuse checks."""
+        out: dict[str, int | None] = {}
+        for comp in self._components():
+            record = self._read_record(comp.name)
+            out[comp.name] = record[0] if record else None
+        return out
+
+    def status(self) -> list[ComponentStatus]:
+        statuses = []
+        for comp in self._components():
+            record = self._read_record(comp.name)
+            statuses.append(
+                ComponentStatus(
+                    name=comp.name,
+                    pid=record[0] if record else None,
+                    alive=record is not None and procs.is_running(*record),
+                    endpoint=comp.endpoint,
+                    log=self.log_file(comp.name),
+                )
+            )
+        return statuses
+
+    def readyz(self) -> tuple[bool, str]:
+        """The apiserver's /readyz, authenticated with the admin cert."""
+        if not self.pki.admin_cert.is_file():
+            return False, "no PKI yet"
+        return health.probe(f"{self.server}/readyz", health.client_context(self.pki))
+
+    def is_running(self) -> bool:
+        """All five processes alive and the apiserver ready: what ``up()`` reuses."""
+        return all(s.alive for s in self.status()) and self.readyz()[0]
+
+    def api(self) -> ApiClient:
+        return ApiClient(self.server, health.client_context(self.pki))
+
+    # ----- lifecycle -----------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Serialize up()/down() across processes (a CLI call racing a pytest session)."""
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        with (self.state_dir / ".lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def up(self) -> bool:
+        """Start the cluster, or reuse a healthy one. Returns True when it started it.
+
+        A half-dead cluster (some processes gone, or the apiserver not ready) is stopped
+        and started again with its data and PKI kept.
+        """
+        with self._locked():
+            if self.is_running():
+                start = time.monotonic()
+                bootstrap.ensure_gpu_nodes(self.api())
+                self.progress(
+                    f"reusing running cluster at {self.server} "
+                    f"(checked in {time.monotonic() - start:.1f} s)"
+                )
+                return False
+            if any(s.alive for s in self.status()):
+                self.progress("cluster is half-running: stopping it before a clean start")
+                self._stop_all()
+            self._start_all()
+            return True
+
+    def down(self, purge: bool = False) -> None:
+        """Stop every component (SIGTERM, then SIGKILL); ``purge`` also deletes all state."""
+        with self._locked():
+            self._stop_all()
+        if purge and self.state_dir.exists():
+            shutil.rmtree(self.state_dir)
+            self.progress(f"removed {self.state_dir}")
+
+    def _stop_all(self) -> None:
+        for comp in reversed(self._components()):
+            record = self._read_record(comp.name)
+            if record is None:
+                continue
+            pid, binary = record
+            if procs.is_running(pid, binary):
+                killed = procs.stop(pid, binary)
+                how = "killed" if killed else "stopped"
+                self.progress(f"{how} {comp.name} (pid {pid})")
+            self._record_file(comp.name).unlink(missing_ok=True)
+
+    def _start_all(self) -> None:
+        """Cold start; on any failure everything is stopped again and the log is named."""
+        total = time.monotonic()
+        bin_dir = self._bin_dir or ensure_binaries(self.progress)
+        self._bin_dir = bin_dir
+        layout = self._layout(bin_dir)
+        comps = {c.name: c for c in all_components(layout)}
+        self._check_ports_free(list(comps.values()))
+        self._prepare_files(layout)
+        try:
+            self._start_and_wait([comps["etcd"]], ETCD_TIMEOUT)
+            self._start_and_wait([comps["kube-apiserver"]], APISERVER_TIMEOUT)
+            rest = ("kube-controller-manager", "kube-scheduler", "kwok")
+            self._start_and_wait([comps[n] for n in rest], COMPONENT_TIMEOUT)
+            self._bootstrap()
+        except Exception:
+            self._stop_all()
+            raise
+        self.progress(f"cluster ready in {time.monotonic() - total:.1f} s at {self.server}")
+
+    def _check_ports_free(self, comps: list[Component]) -> None:
+        """Fail early and clearly if something else already listens on one of our ports."""
+        for comp in comps:
+            for port in comp.ports:
+                with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                    try:
+                        sock.bind((HOST, port))
+                    except OSError as err:
+                        raise ClusterError(
+                            f"port {HOST}:{port} needed by {comp.name} is in use ({err}); "
+                            "stop whatever holds it or move ours with SITS_*_PORT variables"
+                        ) from err
+
+    def _prepare_files(self, layout: Layout) -> None:
+        ensure_pki(self.pki.root)
+        write_admin_kubeconfig(self.pki, self.server, self.kubeconfig)
+        stages = resources.files(__package__).joinpath("kwok_stages.yaml").read_text()
+        layout.kwok_config.write_text(stages)
+        (self.state_dir / "run").mkdir(parents=True, exist_ok=True)
+
+    def _start(self, comp: Component) -> int:
+        log = self.log_file(comp.name)
+        pid = procs.spawn_detached(comp.argv(), log)
+        record = {"pid": pid, "binary": str(comp.binary), "argv": comp.argv()}
+        self._record_file(comp.name).write_text(json.dumps(record, indent=1))
+        return pid
+
+    def _start_and_wait(self, comps: list[Component], timeout: float) -> None:
+        """Start ``comps`` together, then wait for each one's health endpoint."""
+        started = time.monotonic()
+        for comp in comps:
+            self.progress(f"starting {comp.name}...")
+            self._start(comp)
+        ctx = health.client_context(self.pki)
+        for comp in comps:
+            tls = None if comp.health_url.startswith("http://") else ctx
+            ok, detail = health.wait_until(
+                functools.partial(health.probe, comp.health_url, tls),
+                timeout,
+                alive=functools.partial(self._alive, comp.name),
+            )
+            if not ok:
+                raise ClusterError(
+                    f"{comp.name} not healthy at {comp.health_url} after {timeout:.0f} s: "
+                    f"{detail}\nsee {self.log_file(comp.name)}; last lines:\n"
+                    + _tail(self.log_file(comp.name))
+                )
+            self.progress(f"{comp.name} ready in {time.monotonic() - started:.1f} s")
+
+    def _bootstrap(self) -> None:
+        """GPU nodes in, default ServiceAccount present, nodes Ready and schedulable."""
+        started = time.monotonic()
+        api = self.api()
+        bootstrap.ensure_gpu_nodes(api)
+        try:
+            bootstrap.wait_for(
+                "the default ServiceAccount (controller-manager)",
+                lambda: bootstrap.missing_default_service_account(api),
+                BOOTSTRAP_TIMEOUT,
+            )
+            bootstrap.wait_for(
+                "GPU nodes Ready and untainted (kwok, node-lifecycle)",
+                lambda: bootstrap.not_ready_nodes(api),
+                BOOTSTRAP_TIMEOUT,
+            )
+        except bootstrap.BootstrapError as err:
+            logs = ", ".join(str(self.log_file(n)) for n in ("kube-controller-manager", "kwok"))
+            raise ClusterError(f"{err}\nsee {logs}") from err
+        self.progress(f"GPU nodes Ready in {time.monotonic() - started:.1f} s")
+
+    # ----- kubectl -------------------------------------------------------------------
+
+    def kubectl(
+        self, *args: str, input: str | None = None, check: bool = True, timeout: float = 120.0
+    ) -> subprocess.CompletedProcess[str]:
+        """Run ``/usr/bin/kubectl --kubeconfig <ours> ARGS``; raise with stderr if ``check``."""
+        cmd = [KUBECTL, f"--kubeconfig={self.kubeconfig}", *args]
+        result = subprocess.run(
+            cmd, input=input, capture_output=True, text=True, timeout=timeout, check=False
+        )
+        if check and result.returncode != 0:
+            raise KubectlError(list(args), result)
+        return result
+
+
+def _tail(path: Path, lines: int = 25) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except FileNotFoundError:
+        return "(no log written)"

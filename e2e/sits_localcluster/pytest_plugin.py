@@ -1,0 +1,90 @@
+"""pytest fixtures for tests that need the local control plane (mark them ``cluster``).
+
+``local_cluster`` (session scope) runs the same code as ``sits-cluster up``: it builds the
+binaries if needed, reuses a running cluster, and stops the cluster at session end only if
+this session started it, so a cluster a developer keeps running survives test runs.
+
+Why the start-up happens in a ``pytest_runtest_protocol`` wrapper: pytest-timeout's timer
+covers fixture set-up, and a cold build (tens of minutes) or a cold start (~30 s) must not
+be charged to whichever test happens to run first. Failures are remembered and re-raised by
+the fixture as test failures: a missing cluster never turns into a silent skip.
+"""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from collections.abc import Generator, Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from .build import ensure_binaries
+from .cluster import LocalCluster
+
+FIXTURE = "local_cluster"
+
+
+@dataclass
+class _SessionCluster:
+    """Process-wide memo: one start attempt per pytest session."""
+
+    cluster: LocalCluster | None = None
+    started_here: bool = False
+    error: str | None = None
+    attempted: bool = False
+
+
+_STATE = _SessionCluster()
+
+
+def _progress(line: str) -> object:
+    """Write past pytest's capture: build and start-up progress is worth seeing live."""
+    stream = sys.__stderr__ or sys.stderr
+    stream.write(f"[sits-cluster] {line}\n")
+    stream.flush()
+    return None
+
+
+def _bring_up() -> None:
+    """Build (if needed) and start or reuse the cluster; remember any failure."""
+    if _STATE.attempted:
+        return
+    _STATE.attempted = True
+    try:
+        bin_dir = ensure_binaries(_progress)
+        cluster = LocalCluster(bin_dir=bin_dir, progress=_progress)
+        _STATE.started_here = cluster.up()
+        _STATE.cluster = cluster
+    except Exception as err:  # any failure must surface as a test failure, with its reason
+        _STATE.error = f"{type(err).__name__}: {err}"
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_protocol(
+    item: pytest.Item, nextitem: pytest.Item | None
+) -> Generator[None, object, object]:
+    """Start the cluster before the per-test timeout clock starts for the first user."""
+    if FIXTURE in getattr(item, "fixturenames", ()):
+        _bring_up()
+    return (yield)
+
+
+@pytest.fixture(scope="session")
+def local_cluster() -> Iterator[LocalCluster]:
+    """The running local cluster; ``down()`` at session end only if this session started it."""
+    _bring_up()
+    if _STATE.cluster is None:
+        pytest.fail(f"local cluster unavailable: {_STATE.error}", pytrace=False)
+    yield _STATE.cluster
+    if _STATE.started_here:
+        _STATE.cluster.down()
+
+
+@pytest.fixture
+def cluster_namespace(local_cluster: LocalCluster) -> Iterator[str]:
+    """A fresh namespace per test, deleted afterwards without waiting for it to drain."""
+    name = f"sits-test-{uuid.uuid4().hex[:8]}"
+    local_cluster.kubectl("create", "namespace", name)
+    yield name
+    local_cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)

@@ -1,0 +1,1 @@
+"""SITS operator: progressive delivery of LLM inference services on Kubernetes."""

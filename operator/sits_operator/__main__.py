@@ -1,0 +1,49 @@
+"""`sits-operator`: run the operator (Kopf) with the SITS handlers loaded."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+
+import kopf
+from prometheus_client import start_http_server
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="sits-operator", description=__doc__)
+    parser.add_argument("--namespace", "-n", action="append", default=[],
+                        help="watch only these namespaces (default: cluster-wide)")  # fmt: skip
+    parser.add_argument("--metrics-address", default="127.0.0.1:9464",
+                        help="host:port of the operator's own /metrics (empty: off)")  # fmt: skip
+    parser.add_argument("--liveness", default="",
+                        help="Kopf liveness URL, e.g. http://0.0.0.0:8081/healthz")  # fmt: skip
+    parser.add_argument("--verbose", "-v", action="store_true")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format='{"ts":"%(asctime)s","level":"%(levelname)s","logger":"%(name)s","msg":"%(message)s"}',
+    )
+    if args.metrics_address:
+        host, _, port = args.metrics_address.rpartition(":")
+        start_http_server(int(port), addr=host or "127.0.0.1")
+    from sits_operator.handlers import operator as _handlers  # noqa: F401  (registers handlers)
+
+    asyncio.run(
+        kopf.operator(
+            standalone=True,
+            clusterwide=not args.namespace,
+            namespaces=args.namespace,
+            liveness_endpoint=args.liveness or None,
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,199 @@
+"""Compute a SitsDeployment's status from its spec and what was observed.
+
+The reconciler writes the result once, and only when it differs from what is stored.
+Only the fields this module owns are computed; fields owned by the analysis loop
+(SLIs, analysis counters) pass through untouched.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sits_operator.core.conditions import find, flipped, set_condition
+from sits_operator.model.observed import ObservedState
+from sits_operator.model.spec import Role, SitsDeploymentSpec, Variant
+from sits_operator.model.status import Condition, ConditionType, Phase
+
+OWNED_FIELDS = (
+    "observedGeneration",
+    "phase",
+    "message",
+    "stableVariant",
+    "candidateVariant",
+    "candidateWeight",
+    "variants",
+    "conditions",
+)
+
+
+@dataclass(frozen=True)
+class StatusInputs:
+    generation: int
+    spec: SitsDeploymentSpec | None
+    problems: tuple[str, ...]
+    observed: ObservedState
+    previous: dict[str, Any]
+    now: str
+
+
+@dataclass(frozen=True)
+class StatusResult:
+    """The owned part of the new status, and what changed (for events)."""
+
+    status: dict[str, Any]
+    phase_changed: bool
+    flipped: tuple[Condition, ...]
+
+    def differs_from(self, previous: dict[str, Any]) -> bool:
+        return any(previous.get(key) != value for key, value in self.status.items())
+
+
+def initial_weights(spec: SitsDeploymentSpec) -> dict[str, int]:
+    """Weights from spec.traffic.initialWeights; by default everything on stable."""
+    if spec.traffic.initial_weights:
+        given = {e.variant: e.weight for e in spec.traffic.initial_weights}
+        return {v.name: given.get(v.name, 0) for v in spec.variants}
+    return {v.name: (100 if v.role is Role.STABLE else 0) for v in spec.variants}
+
+
+def _ready_replicas(variant: Variant, observed: ObservedState) -> int:
+    deployment = observed.deployment(variant.name)
+    return deployment.ready_replicas if deployment is not None else 0
+
+
+def effective_weights(spec: SitsDeploymentSpec, observed: ObservedState) -> dict[str, int]:
+    """A variant without ready pods gets no traffic; its share goes back to stable."""
+    weights = initial_weights(spec)
+    stable = spec.stable.name
+    if _ready_replicas(spec.stable, observed) == 0:
+        return weights  # nothing better to route to; keep the intent visible
+    for variant in spec.candidates:
+        if weights[variant.name] and _ready_replicas(variant, observed) == 0:
+            weights[stable] += weights[variant.name]
+            weights[variant.name] = 0
+    return weights
+
+
+def _variant_done(variant: Variant, observed: ObservedState) -> bool:
+    deployment = observed.deployment(variant.name)
+    if deployment is None:
+        return False
+    return (
+        deployment.observed_generation >= deployment.generation
+        and deployment.updated_replicas >= variant.replicas
+        and deployment.ready_replicas >= variant.replicas
+        and deployment.replicas == variant.replicas
+    )
+
+
+def _not_ready_summary(spec: SitsDeploymentSpec, observed: ObservedState) -> str:
+    parts = []
+    for variant in spec.variants:
+        if not _variant_done(variant, observed):
+            ready = _ready_replicas(variant, observed)
+            parts.append(f"{variant.name} {ready}/{variant.replicas} ready")
+    return ", ".join(parts)
+
+
+def _unschedulable_message(spec: SitsDeploymentSpec, observed: ObservedState) -> str:
+    messages = []
+    for variant in spec.variants:
+        reasons = sorted({p.unschedulable_message for p in observed.pods_of(variant.name)
+                          if p.unschedulable_message})  # fmt: skip
+        if reasons:
+            messages.append(f"variant {variant.name} ({variant.mig_profile}): {reasons[0]}")
+    return "; ".join(messages)
+
+
+def _variant_rows(spec: SitsDeploymentSpec, observed: ObservedState) -> list[dict[str, Any]]:
+    weights = effective_weights(spec, observed)
+    rows = []
+    for variant in spec.variants:
+        deployment = observed.deployment(variant.name)
+        rows.append({
+            "name": variant.name,
+            "role": variant.role.value,
+            "revision": variant.revision,
+            "replicas": variant.replicas,
+            "readyReplicas": deployment.ready_replicas if deployment else 0,
+            "updatedReplicas": deployment.updated_replicas if deployment else 0,
+            "weight": weights[variant.name],
+        })  # fmt: skip
+    return rows
+
+
+def _previous_conditions(previous: dict[str, Any]) -> list[Condition]:
+    raw = previous.get("conditions") or []
+    return [Condition.from_dict(c) for c in raw if isinstance(c, dict)]
+
+
+def _conditions(inputs: StatusInputs) -> list[Condition]:
+    now, gen = inputs.now, inputs.generation
+    conds = _previous_conditions(inputs.previous)
+    invalid = "; ".join(inputs.problems)
+    conds = set_condition(conds, type_=ConditionType.INVALID, status=bool(invalid),
+                          reason="InvalidSpec" if invalid else "SpecValid",
+                          message=invalid, now=now, generation=gen)  # fmt: skip
+    if inputs.spec is None or invalid:
+        return conds  # keep the last known Ready/Progressing/Unschedulable as they were
+    unsched = _unschedulable_message(inputs.spec, inputs.observed)
+    conds = set_condition(conds, type_=ConditionType.UNSCHEDULABLE, status=bool(unsched),
+                          reason="InsufficientGPUResources" if unsched else "Scheduled",
+                          message=unsched, now=now, generation=gen)  # fmt: skip
+    pending = _not_ready_summary(inputs.spec, inputs.observed)
+    conds = set_condition(conds, type_=ConditionType.READY, status=not pending,
+                          reason="VariantsNotReady" if pending else "AllVariantsReady",
+                          message=pending or "all variants have their ready replicas",
+                          now=now, generation=gen)  # fmt: skip
+    return set_condition(conds, type_=ConditionType.PROGRESSING, status=bool(pending),
+                         reason="RollingOut" if pending else "RolloutComplete",
+                         message=pending, now=now, generation=gen)  # fmt: skip
+
+
+def _phase(conds: list[Condition]) -> Phase:
+    def true(type_: str) -> bool:
+        cond = find(conds, type_)
+        return cond is not None and cond.status == "True"
+
+    if true(ConditionType.INVALID):
+        return Phase.INVALID
+    if true(ConditionType.UNSCHEDULABLE):
+        return Phase.DEGRADED
+    return Phase.READY if true(ConditionType.READY) else Phase.PROGRESSING
+
+
+def _message(phase: Phase, conds: list[Condition]) -> str:
+    for type_ in (ConditionType.INVALID, ConditionType.UNSCHEDULABLE, ConditionType.READY):
+        cond = find(conds, type_)
+        if cond is not None and cond.status == ("False" if type_ == "Ready" else "True"):
+            return cond.message
+    return "all variants ready" if phase is Phase.READY else ""
+
+
+def compute_status(inputs: StatusInputs) -> StatusResult:
+    """The whole owned status for this generation, plus the transitions worth an event."""
+    conds = _conditions(inputs)
+    phase = _phase(conds)
+    status: dict[str, Any] = {
+        "observedGeneration": inputs.generation,
+        "phase": phase.value,
+        "message": _message(phase, conds),
+        "conditions": [c.to_dict() for c in conds],
+    }
+    spec = inputs.spec
+    if spec is not None and not inputs.problems:
+        rows = _variant_rows(spec, inputs.observed)
+        candidate = spec.candidates[0] if spec.candidates else None
+        status["stableVariant"] = spec.stable.name
+        status["candidateVariant"] = candidate.name if candidate else ""
+        status["candidateWeight"] = next(
+            (r["weight"] for r in rows if candidate and r["name"] == candidate.name), 0
+        )
+        status["variants"] = rows
+    before = _previous_conditions(inputs.previous)
+    return StatusResult(
+        status=status,
+        phase_changed=inputs.previous.get("phase") != phase.value,
+        flipped=tuple(flipped(before, conds)),
+    )

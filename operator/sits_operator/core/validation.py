@@ -1,0 +1,55 @@
+"""Checks the CRD schema cannot express: they need arithmetic across fields or units.
+
+Problems found here put the resource in the Invalid condition with a message; the
+operator then changes nothing in the cluster, so a typo never deletes running pods.
+"""
+
+from __future__ import annotations
+
+from sits_operator.core.quantity import parse_bytes
+from sits_operator.core.vllm import MIN_KV_CACHE_BYTES, kv_cache_bytes
+from sits_operator.model.mig import products_offering
+from sits_operator.model.settings import OperatorSettings
+from sits_operator.model.spec import SitsDeploymentSpec, Variant
+
+
+def _variant_problems(index: int, variant: Variant, settings: OperatorSettings) -> list[str]:
+    field = f"spec.variants[{index}]"
+    problems: list[str] = []
+    if variant.lora.adapters and not variant.lora.enabled:
+        problems.append(
+            f"{field}.lora: {len(variant.lora.adapters)} adapter(s) listed but lora.enabled is "
+            "false; enable LoRA or remove the adapters"
+        )
+    if variant.gpu_product and variant.gpu_product not in products_offering(variant.mig_profile):
+        problems.append(
+            f"{field}.migProfile: {variant.mig_profile} is not offered by {variant.gpu_product}"
+        )
+    if variant.model_memory is not None:
+        try:
+            parse_bytes(variant.model_memory)
+        except ValueError:
+            problems.append(f"{field}.modelMemory: {variant.model_memory!r} is not a quantity")
+            return problems
+        kv = kv_cache_bytes(variant, settings)
+        if kv < MIN_KV_CACHE_BYTES:
+            problems.append(
+                f"{field}.modelMemory: {variant.model_memory} of weights leaves "
+                f"{max(kv, 0) // 2**20} MiB of KV cache on a {variant.mig_profile} slice "
+                f"(need at least {MIN_KV_CACHE_BYTES // 2**20} MiB); choose a larger profile"
+            )
+    return problems
+
+
+def semantic_problems(spec: SitsDeploymentSpec, settings: OperatorSettings) -> list[str]:
+    """Every reason the spec cannot be served as written, each naming its field."""
+    problems: list[str] = []
+    for index, variant in enumerate(spec.variants):
+        problems += _variant_problems(index, variant, settings)
+    names = {v.name for v in spec.variants}
+    for index, entry in enumerate(spec.traffic.initial_weights):
+        if entry.variant not in names:
+            problems.append(
+                f"spec.traffic.initialWeights[{index}].variant: no variant named {entry.variant!r}"
+            )
+    return problems

@@ -1,0 +1,46 @@
+"""The vLLM server command line for one variant, sized to its MIG slice."""
+
+from __future__ import annotations
+
+from sits_operator.core.quantity import parse_bytes
+from sits_operator.model.mig import profile_memory_bytes
+from sits_operator.model.settings import OperatorSettings
+from sits_operator.model.spec import Variant
+
+# vLLM refuses a KV cache too small to hold one sequence; below this we call the spec wrong.
+MIN_KV_CACHE_BYTES = 256 * 2**20
+
+
+def kv_cache_bytes(variant: Variant, settings: OperatorSettings) -> int:
+    """KV-cache budget on the variant's slice.
+
+    With `modelMemory` given: what is left of the usable slice after the weights.
+    Without it: a fixed share of the slice, because the weights' size is unknown.
+    """
+    slice_bytes = profile_memory_bytes(variant.mig_profile)
+    if variant.model_memory is None:
+        return int(slice_bytes * settings.default_kv_cache_fraction)
+    usable = int(slice_bytes * settings.gpu_memory_utilization)
+    return usable - parse_bytes(variant.model_memory)
+
+
+def vllm_args(variant: Variant, served_model_name: str, settings: OperatorSettings) -> list[str]:
+    """Arguments for `python -m vllm.entrypoints.openai.api_server`.
+
+    The operator owns model identity, port and memory sizing; the user's extra arguments
+    come last (the CRD forbids them from overriding the owned ones).
+    """
+    args = [
+        "--model", variant.model,
+        "--served-model-name", served_model_name,
+        "--revision", variant.revision,
+        "--port", str(settings.vllm_port),
+        "--kv-cache-memory-bytes", str(kv_cache_bytes(variant, settings)),
+    ]  # fmt: skip
+    if variant.serves_adapters:
+        args += [
+            "--enable-lora",
+            "--max-loras", str(variant.lora.max_loras),
+            "--max-lora-rank", str(variant.lora.max_lora_rank),
+        ]  # fmt: skip
+    return args + list(variant.vllm_args)

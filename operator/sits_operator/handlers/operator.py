@@ -1,0 +1,144 @@
+"""Kopf registrations. Thin: each handler hands over to the reconciler or an index.
+
+Design: one daemon per SitsDeployment runs a level-triggered loop (reconcile, then
+sleep until a watch event of the object or one of its children, or the resync period).
+Children are read from Kopf indexes, which Kopf fills completely before any daemon
+starts, so a restarted operator sees every existing child and writes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import kopf
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from sits_operator.adapters.kube import api_client_from_environment, make_kube_writer
+from sits_operator.adapters.settings import settings_from_env
+from sits_operator.core import naming
+from sits_operator.handlers import observe
+from sits_operator.handlers.reconcile import Reconciler
+from sits_operator.handlers.wakeups import Wakeups
+from sits_operator.model.spec import API_GROUP, API_VERSION, PLURAL
+
+log = logging.getLogger("sits_operator")
+WAKEUPS = Wakeups()
+OWNED = {naming.LABEL_MANAGED_BY: naming.MANAGED_BY}
+SELECTED = {naming.LABEL_DEPLOYMENT: kopf.PRESENT}
+DEBOUNCE_SECONDS = 0.2
+ERROR_BACKOFF_SECONDS = 5.0
+
+
+@kopf.on.startup()
+async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+    """Annotations instead of status for Kopf's bookkeeping; our own finalizer name."""
+    settings.persistence.finalizer = "sits.dev/finalizer"
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="sits.dev")
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix="sits.dev")
+    settings.posting.level = logging.INFO
+    settings.watching.server_timeout = 300
+    operator_settings = settings_from_env()
+    api = await api_client_from_environment()
+    memo["api"] = api
+    memo["reconciler"] = Reconciler(
+        writer=make_kube_writer(api, field_manager=operator_settings.field_manager),
+        settings=operator_settings,
+    )
+    log.info("sits-operator started (field manager %s)", operator_settings.field_manager)
+
+
+@kopf.on.cleanup()
+async def close(memo: kopf.Memo, **_: Any) -> None:
+    await memo["api"].close()
+
+
+@kopf.index("apps", "v1", "deployments", labels=OWNED)
+def child_deployments(
+    *, namespace: str | None, meta: kopf.Meta, labels: kopf.Labels, status: kopf.Status, **_: Any
+) -> Any:
+    key = observe.parent_key(namespace, labels)
+    return {key: observe.deployment_entry(meta, labels, status)} if key else None
+
+
+@kopf.index("apps", "v1", "deployments", labels=OWNED)
+@kopf.index("", "v1", "services", labels=OWNED)
+def child_objects(
+    *,
+    namespace: str | None,
+    meta: kopf.Meta,
+    labels: kopf.Labels,
+    resource: kopf.Resource,
+    **_: Any,
+) -> Any:
+    key = observe.parent_key(namespace, labels)
+    kind = "Deployment" if resource.plural == "deployments" else "Service"
+    return {key: observe.child_entry(kind, meta, labels)} if key else None
+
+
+@kopf.index("", "v1", "pods", labels=SELECTED)
+def child_pods(
+    *,
+    namespace: str | None, name: str, labels: kopf.Labels, spec: kopf.Spec, status: kopf.Status,
+    **_: Any,
+) -> Any:  # fmt: skip
+    key = observe.parent_key(namespace, labels)
+    return {key: observe.pod_entry(name, labels, spec, status)} if key else None
+
+
+@kopf.on.event("apps", "v1", "deployments", labels=OWNED)
+@kopf.on.event("", "v1", "services", labels=OWNED)
+@kopf.on.event("", "v1", "pods", labels=SELECTED)
+def wake_parent(*, namespace: str | None, labels: kopf.Labels, **_: Any) -> None:
+    key = observe.parent_key(namespace, labels)
+    if key is not None:
+        WAKEUPS.wake(key)
+
+
+@kopf.on.event(API_GROUP, API_VERSION, PLURAL)
+def wake_self(*, namespace: str | None, name: str, **_: Any) -> None:
+    if namespace is not None:
+        WAKEUPS.wake((namespace, name))
+
+
+@kopf.daemon(API_GROUP, API_VERSION, PLURAL, cancellation_timeout=2.0)
+async def reconcile_loop(
+    *,
+    stopped: kopf.DaemonStopped,
+    body: kopf.Body,
+    namespace: str | None,
+    name: str,
+    memo: Any,
+    **kwargs: Any,
+) -> None:
+    """Level-triggered loop for one SitsDeployment; never dies on a transient error."""
+    reconciler: Reconciler = memo["reconciler"]
+    if namespace is None:  # the CRD is namespaced; Kopf types allow cluster objects
+        return
+    key = (namespace, name)
+    WAKEUPS.event_for(key)
+    log.info("reconcile loop started for %s/%s", namespace, name)
+    try:
+        while not stopped:
+            WAKEUPS.event_for(key).clear()
+            observed = observe.observed_state(
+                key,
+                children=kwargs["child_objects"],
+                deployments=kwargs["child_deployments"],
+                pods=kwargs["child_pods"],
+            )
+            delay = reconciler.settings.resync_seconds
+            try:
+                await reconciler.reconcile(body, observed)
+            except ApiException as exc:
+                log.warning("reconcile of %s/%s failed: %s %s", namespace, name, exc.status,
+                            exc.reason)  # fmt: skip
+                kopf.warn(body, reason="ReconcileFailed", message=f"{exc.status} {exc.reason}")
+                delay = ERROR_BACKOFF_SECONDS
+            await WAKEUPS.wait(key, resync=delay, debounce=DEBOUNCE_SECONDS)
+    except asyncio.CancelledError:
+        pass
+    finally:
+        WAKEUPS.drop(key)
+        reconciler.forget(namespace, name)

@@ -1,0 +1,196 @@
+"""Typed view of a SitsDeployment spec.
+
+The CRD (crds/sitsdeployment.yaml) is the validating contract and applies defaults on the
+server; these models mirror it so the core can work with attributes instead of dicts.
+Defaults are repeated here so that objects created before a default was added, or read
+from a cluster whose CRD is older, still parse the same way.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Frozen(BaseModel):
+    """Immutable, camelCase-aliased base so specs can be hashed and shared safely."""
+
+    model_config = ConfigDict(frozen=True, populate_by_name=True, extra="ignore")
+
+
+class Role(StrEnum):
+    STABLE = "stable"
+    CANDIDATE = "candidate"
+
+
+class RouterKind(StrEnum):
+    BUILTIN = "builtin"
+    GATEWAY_API = "gatewayAPI"
+    NONE = "none"
+
+
+class Strategy(StrEnum):
+    CANARY = "canary"
+    AB_TEST = "abTest"
+
+
+class LoraAdapter(_Frozen):
+    name: str
+    source: str
+    digest: str | None = None
+    pinned: bool = False
+
+
+class LoraSettings(_Frozen):
+    enabled: bool = True
+    max_loras: int = Field(default=4, alias="maxLoras")
+    max_lora_rank: int = Field(default=16, alias="maxLoraRank")
+    adapters: tuple[LoraAdapter, ...] = ()
+
+
+class SemanticCache(_Frozen):
+    enabled: bool = True
+    similarity_threshold: float = Field(default=0.9, alias="similarityThreshold")
+    ttl: str = "1h"
+    max_entries: int = Field(default=100_000, alias="maxEntries")
+    cache_non_deterministic: bool = Field(default=False, alias="cacheNonDeterministic")
+
+
+class VectorIndexCache(_Frozen):
+    enabled: bool = False
+    index_ref: str | None = Field(default=None, alias="indexRef")
+    hot_list_min_hits: int = Field(default=50, alias="hotListMinHits")
+    hot_list_window: str = Field(default="1h", alias="hotListWindow")
+
+
+class LoraCache(_Frozen):
+    max_resident: int = Field(default=4, alias="maxResident")
+
+
+class CacheSettings(_Frozen):
+    semantic: SemanticCache = SemanticCache()
+    vector_index: VectorIndexCache = Field(default=VectorIndexCache(), alias="vectorIndex")
+    lora: LoraCache = LoraCache()
+
+
+class ContainerResources(_Frozen):
+    cpu: str | None = None
+    memory: str | None = None
+
+
+class Variant(_Frozen):
+    name: str
+    role: Role
+    image: str
+    model: str
+    revision: str
+    replicas: int = 1
+    mig_profile: str = Field(alias="migProfile")
+    gpu_product: str | None = Field(default=None, alias="gpuProduct")
+    model_memory: str | None = Field(default=None, alias="modelMemory")
+    vllm_args: tuple[str, ...] = Field(default=(), alias="vllmArgs")
+    resources: ContainerResources | None = None
+    lora: LoraSettings = LoraSettings()
+    cache: CacheSettings = CacheSettings()
+
+    @property
+    def serves_adapters(self) -> bool:
+        """vLLM needs --enable-lora only when there is something to load."""
+        return self.lora.enabled and bool(self.lora.adapters)
+
+
+class HTTPRouteRef(_Frozen):
+    name: str
+    namespace: str | None = None
+
+
+class StickySession(_Frozen):
+    header: str = "x-session-id"
+    use_openai_user: bool = Field(default=True, alias="useOpenAIUser")
+
+
+class WeightEntry(_Frozen):
+    variant: str
+    weight: int
+
+
+class Traffic(_Frozen):
+    router: RouterKind = RouterKind.BUILTIN
+    http_route: HTTPRouteRef | None = Field(default=None, alias="httpRoute")
+    sticky_session: StickySession = Field(default=StickySession(), alias="stickySession")
+    initial_weights: tuple[WeightEntry, ...] = Field(default=(), alias="initialWeights")
+
+
+class PauseStep(_Frozen):
+    duration: str | None = None
+
+
+class RolloutStep(_Frozen):
+    set_weight: int | None = Field(default=None, alias="setWeight")
+    pause: PauseStep | None = None
+
+
+class Rollout(_Frozen):
+    strategy: Strategy = Strategy.CANARY
+    steps: tuple[RolloutStep, ...] = ()
+    step_weight: int = Field(default=10, alias="stepWeight")
+    max_weight: int = Field(default=50, alias="maxWeight")
+    interval: str = "1m"
+
+
+class SecretKeyRef(_Frozen):
+    name: str
+    key: str
+
+
+class PrometheusEndpoint(_Frozen):
+    url: str = "http://prometheus.monitoring.svc:9090"
+    auth_secret_ref: SecretKeyRef | None = Field(default=None, alias="authSecretRef")
+
+
+class PolicyRef(_Frozen):
+    name: str = "sits2026"
+
+
+class Analysis(_Frozen):
+    policy_ref: PolicyRef = Field(default=PolicyRef(), alias="policyRef")
+    prometheus: PrometheusEndpoint = PrometheusEndpoint()
+
+
+class SitsDeploymentSpec(_Frozen):
+    served_model_name: str | None = Field(default=None, alias="servedModelName")
+    variants: tuple[Variant, ...]
+    traffic: Traffic = Traffic()
+    rollout: Rollout = Rollout()
+    analysis: Analysis = Analysis()
+
+    @property
+    def stable(self) -> Variant:
+        """The CRD guarantees exactly one stable variant; fall back to the first."""
+        return next((v for v in self.variants if v.role is Role.STABLE), self.variants[0])
+
+    @property
+    def candidates(self) -> tuple[Variant, ...]:
+        return tuple(v for v in self.variants if v.role is Role.CANDIDATE)
+
+
+class ObjectRef(_Frozen):
+    """What the core needs of the owning object's metadata (names, owner reference)."""
+
+    name: str
+    namespace: str
+    uid: str
+    generation: int = 0
+
+
+API_GROUP = "sits.dev"
+API_VERSION = "v1alpha1"
+KIND = "SitsDeployment"
+PLURAL = "sitsdeployments"
+
+
+def parse_spec(raw: dict[str, Any]) -> SitsDeploymentSpec:
+    """Parse the spec dict from the apiserver; raises pydantic.ValidationError if wrong."""
+    return SitsDeploymentSpec.model_validate(raw)

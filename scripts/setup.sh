@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# One-time (and idempotent) set-up of everything the demo and the tests need:
+#   - Debian packages: kubectl (and later Prometheus), only when missing;
+#   - the Python venv in .venv with the project and its dev tools, re-installed only when
+#     pyproject.toml changes;
+#   - the local control plane binaries, built from the Go module proxy into
+#     ~/.cache/sits (outside the repository), rebuilt only when e2e/cluster/versions.env changes.
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+step() { printf '\n==> %s\n' "$*"; }
+
+step "system packages"
+missing=()
+command -v kubectl >/dev/null || missing+=(kubectl)
+if ((${#missing[@]})); then
+  echo "installing: ${missing[*]}"
+  sudo_cmd=""; [[ $(id -u) -ne 0 ]] && sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "kubectl $(kubectl version --client 2>/dev/null | head -1 | awk '{print $3}') present"
+fi
+command -v go >/dev/null || { echo "Go is required to build the control plane" >&2; exit 1; }
+
+step "python environment (.venv)"
+python="${PYTHON:-python3}"
+"$python" -c 'import sys; assert sys.version_info >= (3, 11), "Python >= 3.11 required"'
+[[ -x .venv/bin/python ]] || "$python" -m venv .venv
+stamp=".venv/.sits-installed-$(sha256sum pyproject.toml | cut -c1-16)"
+if [[ ! -f "$stamp" ]]; then
+  .venv/bin/pip install -q --upgrade pip
+  .venv/bin/pip install -q -e '.[dev]'
+  rm -f .venv/.sits-installed-* && touch "$stamp"
+  echo "installed the project and its dev tools"
+else
+  echo "up to date"
+fi
+
+step "local control plane binaries (cached in ~/.cache/sits)"
+e2e/cluster/build-control-plane.sh >/dev/null

@@ -1,0 +1,64 @@
+"""Fixtures for tests against the real local kube-apiserver: the SITS CRDs, and a namespace.
+
+``local_cluster`` (the session fixture of ``sits_localcluster.pytest_plugin``) starts the
+control plane; these fixtures only install what SITS needs on top of it.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+CRDS_DIR = REPO / "crds"
+SITS_RESOURCES = ("sitsdeployments.sits.dev", "sitspolicies.sits.dev")
+
+
+def _poll(what: str, attempt: Callable[[], bool], *, timeout: float, step: float = 0.5) -> None:
+    """Call ``attempt`` until it returns True; fail the test after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not attempt():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(step)
+
+
+@pytest.fixture(scope="session")
+def crds_installed(local_cluster: Any) -> tuple[str, ...]:
+    """Apply crds/ (server-side, as GitOps tools do) and wait until the API serves them."""
+    kubectl = local_cluster.kubectl
+    kubectl("apply", "--server-side", "--field-manager=sits-tests", "-f", str(CRDS_DIR))
+    kubectl(
+        "wait", "--for=condition=Established", "--timeout=60s",
+        *(f"crd/{name}" for name in SITS_RESOURCES),
+    )  # fmt: skip
+    # Established means the apiserver serves the resource; kubectl's discovery cache may
+    # still lag behind it for a moment, and then the first `kubectl apply` of a CR fails.
+    for name in SITS_RESOURCES:
+
+        def listable(name: str = name) -> bool:
+            return bool(kubectl("get", name, "-A", "-o", "name", check=False).returncode == 0)
+
+        _poll(f"{name} in discovery", listable, timeout=30)
+    return SITS_RESOURCES
+
+
+@pytest.fixture
+def namespace(local_cluster: Any, crds_installed: tuple[str, ...]) -> Iterator[str]:
+    """A fresh namespace (with its default ServiceAccount), deleted afterwards without waiting."""
+    kubectl = local_cluster.kubectl
+    name = f"sits-test-{uuid.uuid4().hex[:8]}"
+    kubectl("create", "namespace", name)
+
+    def has_default_sa() -> bool:
+        result = kubectl("get", "serviceaccount", "default", "-n", name, check=False)
+        return bool(result.returncode == 0)
+
+    _poll(f"ServiceAccount default in {name}", has_default_sa, timeout=60)
+    yield name
+    kubectl("delete", "namespace", name, "--wait=false", "--ignore-not-found", check=False)

@@ -1,0 +1,64 @@
+"""Run the real operator (`python -m sits_operator`) as a child process for tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+class OperatorProcess:
+    """One operator process against the local cluster; restartable, logs kept on disk."""
+
+    def __init__(self, kubeconfig: Path, log_dir: Path) -> None:
+        self._kubeconfig = kubeconfig
+        self._log_dir = log_dir
+        self._proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    @property
+    def log_path(self) -> Path:
+        return self._log_dir / f"operator-{self.starts}.log"
+
+    def start(self) -> None:
+        self.starts += 1
+        env = {**os.environ, "KUBECONFIG": str(self._kubeconfig), "SITS_RESYNC_SECONDS": "20"}
+        with self.log_path.open("wb") as log:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "sits_operator", "--metrics-address", ""],
+                stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+            )  # fmt: skip
+        self.wait_for_log("startup", "sits-operator started", timeout=30)
+
+    def wait_for_log(self, what: str, needle: str, *, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if needle in self.log_path.read_text(errors="replace"):
+                return
+            if self._proc is not None and self._proc.poll() is not None:
+                raise RuntimeError(f"operator exited during {what}:\n{self.tail()}")
+            time.sleep(0.2)
+        raise TimeoutError(f"operator: no {needle!r} within {timeout} s:\n{self.tail()}")
+
+    def tail(self, lines: int = 40) -> str:
+        text = self.log_path.read_text(errors="replace").splitlines()
+        return "\n".join(text[-lines:])
+
+    def stop(self) -> None:
+        if self._proc is None:
+            return
+        if self._proc.poll() is None:
+            self._proc.send_signal(signal.SIGTERM)
+            try:
+                self._proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self._proc.pid, signal.SIGKILL)
+                self._proc.wait(timeout=5)
+        self._proc = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()

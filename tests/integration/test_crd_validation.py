@@ -1,0 +1,690 @@
+"""The CRDs against a real kube-apiserver: what they accept, default, and reject, and why.
+
+Every malformed object must be rejected by the apiserver itself (schema or CEL) with an error
+that names the offending field, because that error is all a user running ``kubectl apply`` or
+a GitOps tool ever sees. The cases are table-driven: a valid object, one mutation, the field
+path (and words) the error must contain.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+MANIFESTS = sorted((REPO / "examples").glob("*.yaml")) + sorted((REPO / "policies").glob("*.yaml"))
+
+Obj = dict[str, Any]
+Mutation = Callable[[Obj], None]
+
+
+# --------------------------------------------------------------- helpers
+
+
+def sitsd(name: str = "chat") -> Obj:
+    """A small valid SitsDeployment: stable v1 and candidate v2, 90/10."""
+    return {
+        "apiVersion": "sits.dev/v1alpha1",
+        "kind": "SitsDeployment",
+        "metadata": {"name": name},
+        "spec": {
+            "variants": [
+                {
+                    "name": "v1",
+                    "role": "stable",
+                    "image": "vllm/vllm-openai:v0.11.0",
+                    "model": "Qwen/Qwen2.5-0.5B-Instruct",
+                    "revision": "r1",
+                    "migProfile": "1g.10gb",
+                    "gpuProduct": "NVIDIA-A100-SXM4-80GB",
+                },
+                {
+                    "name": "v2",
+                    "role": "candidate",
+                    "image": "vllm/vllm-openai:v0.11.0",
+                    "model": "Qwen/Qwen2.5-0.5B-Instruct",
+                    "revision": "r2",
+                    "migProfile": "1g.10gb",
+                },
+            ],
+            "traffic": {
+                "initialWeights": [
+                    {"variant": "v1", "weight": 90},
+                    {"variant": "v2", "weight": 10},
+                ]
+            },
+        },
+    }
+
+
+def sitspol(name: str = "strict") -> Obj:
+    """A small valid SitsPolicy with one rule."""
+    return {
+        "apiVersion": "sits.dev/v1alpha1",
+        "kind": "SitsPolicy",
+        "metadata": {"name": name},
+        "spec": {
+            "rules": [
+                {
+                    "name": "success-rate",
+                    "sli": "success_rate_5m",
+                    "query": 'sum by (variant) (rate(sits_requests_total{outcome="success"}'
+                    "[{{window}}]))",
+                    "comparison": "<",
+                    "threshold": 0.99,
+                    "action": {"type": "rollback"},
+                }
+            ]
+        },
+    }
+
+
+def dry_run(cluster: Any, obj: Obj, namespace: str | None, *, verb: str = "apply") -> Any:
+    """Send ``obj`` to the apiserver with --dry-run=server; never raises on rejection."""
+    args = [verb, "--dry-run=server", "-o", "json", "-f", "-"]
+    if namespace is not None:
+        args += ["-n", namespace]
+    return cluster.kubectl(*args, input=json.dumps(obj), check=False)
+
+
+def accepted(cluster: Any, obj: Obj, namespace: str | None) -> Obj:
+    """The object as the apiserver would store it (defaults applied); fails if rejected."""
+    result = dry_run(cluster, obj, namespace, verb="create")
+    assert result.returncode == 0, result.stderr
+    stored: Obj = json.loads(result.stdout)
+    return stored
+
+
+def mutate(base: Callable[[], Obj], mutation: Mutation) -> Obj:
+    obj = copy.deepcopy(base())
+    mutation(obj)
+    return obj
+
+
+def variant(obj: Obj, i: int) -> Obj:
+    v: Obj = obj["spec"]["variants"][i]
+    return v
+
+
+def setter(path: str, value: Any) -> Mutation:
+    """A mutation that sets a dotted path (integers index lists), creating dicts on the way."""
+    keys: list[str | int] = [int(k) if k.isdigit() else k for k in path.split(".")]
+
+    def apply(obj: Obj) -> None:
+        node: Any = obj
+        for key in keys[:-1]:
+            if isinstance(key, str) and key not in node:
+                node[key] = {}
+            node = node[key]
+        node[keys[-1]] = value
+
+    return apply
+
+
+def drop_candidate(obj: Obj) -> None:
+    obj["spec"]["variants"].pop()
+    obj["spec"].pop("traffic")
+
+
+def chain(*mutations: Mutation) -> Mutation:
+    def apply(obj: Obj) -> None:
+        for m in mutations:
+            m(obj)
+
+    return apply
+
+
+# ----------------------------------------------- tests without a cluster
+
+
+def _schema_nodes(node: Obj, path: str) -> list[tuple[str, Obj]]:
+    found = [(path, node)]
+    for name, child in node.get("properties", {}).items():
+        found += _schema_nodes(child, f"{path}.{name}")
+    if "items" in node:
+        found += _schema_nodes(node["items"], f"{path}[]")
+    return found
+
+
+@pytest.mark.parametrize("crd", sorted((REPO / "crds").glob("*.yaml")), ids=lambda p: p.name)
+def test_every_field_has_a_description(crd: Path) -> None:
+    doc = yaml.safe_load(crd.read_text())
+    (version,) = doc["spec"]["versions"]
+    root = version["schema"]["openAPIV3Schema"]
+    missing = [
+        path
+        for path, node in _schema_nodes(root, "")
+        if not path.endswith("[]") and path != ".metadata" and not node.get("description")
+    ]
+    # Items are described by their array; the apiserver forbids anything on metadata.
+    assert missing == []
+
+
+@pytest.mark.parametrize("manifest", MANIFESTS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_manifests_are_commented_yaml(manifest: Path) -> None:
+    text = manifest.read_text()
+    assert text.startswith("#"), "each example and policy starts with a comment header"
+    docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    assert docs
+    assert all(d["apiVersion"] == "sits.dev/v1alpha1" for d in docs)
+
+
+# ----------------------------------------------- acceptance and defaults
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("manifest", MANIFESTS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_manifest_is_accepted(local_cluster: Any, namespace: str, manifest: Path) -> None:
+    result = local_cluster.kubectl(
+        "apply", "--dry-run=server", "-n", namespace, "-f", str(manifest), check=False
+    )
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.cluster
+def test_sitsdeployment_defaults(local_cluster: Any, namespace: str) -> None:
+    obj = sitsd()
+    variant(obj, 0)["lora"] = {"adapters": [{"name": "support", "source": "/adapters/support"}]}
+    obj["spec"]["analysis"] = {"prometheus": {"authSecretRef": {"name": "prom-token"}}}
+    spec = accepted(local_cluster, obj, namespace)["spec"]
+
+    v1 = spec["variants"][0]
+    assert v1["replicas"] == 1
+    assert v1["vllmArgs"] == []
+    assert v1["cache"] == {
+        "semantic": {
+            "enabled": True,
+            "similarityThreshold": 0.9,
+            "ttl": "1h",
+            "maxEntries": 100000,
+            "cacheNonDeterministic": False,
+        },
+        "vectorIndex": {"enabled": False, "hotListMinHits": 50, "hotListWindow": "1h"},
+        "lora": {"maxResident": 4},
+    }
+    assert v1["lora"]["enabled"] is True
+    assert v1["lora"]["maxLoras"] == 4
+    assert v1["lora"]["maxLoraRank"] == 16
+    assert v1["lora"]["adapters"] == [
+        {"name": "support", "source": "/adapters/support", "pinned": False}
+    ]
+    assert "lora" not in spec["variants"][1], "lora stays off unless asked for"
+    assert spec["traffic"]["router"] == "builtin"
+    assert spec["traffic"]["stickySession"] == {"header": "x-session-id", "useOpenAIUser": True}
+    assert spec["rollout"] == {
+        "strategy": "canary",
+        "stepWeight": 10,
+        "maxWeight": 50,
+        "interval": "1m",
+    }
+    assert spec["analysis"]["policyRef"] == {"name": "sits2026"}
+    assert spec["analysis"]["prometheus"] == {
+        "url": "http://prometheus.monitoring.svc:9090",
+        "authSecretRef": {"name": "prom-token", "key": "token"},
+    }
+    assert "servedModelName" not in spec, "the operator defaults it from metadata.name"
+
+
+@pytest.mark.cluster
+def test_sitsdeployment_minimal_spec_gets_every_section(local_cluster: Any, namespace: str) -> None:
+    obj = sitsd()
+    del obj["spec"]["traffic"]
+    spec = accepted(local_cluster, obj, namespace)["spec"]
+    assert set(spec) == {"variants", "traffic", "rollout", "analysis"}
+    assert "initialWeights" not in spec["traffic"]
+
+
+@pytest.mark.cluster
+def test_sitspolicy_defaults(local_cluster: Any, crds_installed: object) -> None:
+    spec = accepted(local_cluster, sitspol(), None)["spec"]
+    assert spec["interval"] == "1m"
+    assert spec["minRequests"] == 20
+    assert spec["noData"] == {"action": "hold", "after": "10m"}
+    assert spec["onError"] == {"action": "freeze"}
+    assert spec["promotion"] == {"consecutivePasses": 3}
+    rule = spec["rules"][0]
+    assert rule["window"] == "5m"
+    assert rule["compareTo"] == "threshold"
+
+
+@pytest.mark.cluster
+def test_sits2026_encodes_the_design(local_cluster: Any, crds_installed: object) -> None:
+    doc = yaml.safe_load((REPO / "policies" / "sits2026.yaml").read_text())
+    spec = accepted(local_cluster, doc, None)["spec"]
+    rules = {r["sli"]: r for r in spec["rules"]}
+    assert set(rules) == {"success_rate_5m", "latency_p95_ms"}
+
+    success = rules["success_rate_5m"]
+    assert (success["comparison"], success["threshold"]) == ("<", 0.95)
+    assert success["for"] == {"periods": 2}
+    assert success["action"] == {"type": "rollback"}
+    assert success["window"] == "5m"
+
+    latency = rules["latency_p95_ms"]
+    assert (latency["comparison"], latency["threshold"]) == (">", 200)
+    assert latency["for"] == {"duration": "90s"}
+    assert latency["action"] == {"type": "setWeight", "weight": 10}
+
+    for rule in rules.values():
+        query = rule["query"]
+        for placeholder in ("{{namespace}}", "{{deployment}}", "{{window}}"):
+            assert placeholder in query
+        assert "by (variant" in query, "one query returns every variant"
+        assert "{{variant}}" not in query
+
+
+@pytest.mark.cluster
+def test_status_subresource_and_printer_columns(local_cluster: Any, namespace: str) -> None:
+    kubectl = local_cluster.kubectl
+    kubectl("apply", "-n", namespace, "-f", str(REPO / "examples" / "chat-canary.yaml"))
+    status = {
+        "status": {
+            "observedGeneration": 1,
+            "phase": "Progressing",
+            "stableVariant": "v1",
+            "candidateVariant": "v2",
+            "candidateWeight": 20,
+            "candidateSuccessRate": 0.987,
+            "candidateLatencyP95Ms": 142.5,
+            "conditions": [
+                {
+                    "type": "Progressing",
+                    "status": "True",
+                    "reason": "StepAdvanced",
+                    "message": "candidate weight 20",
+                    "lastTransitionTime": "2026-01-01T00:00:00Z",
+                }
+            ],
+            "variants": [{"name": "v1", "role": "stable", "readyReplicas": 1, "weight": 80}],
+            "slis": [{"variant": "v2", "name": "success_rate_5m", "value": None, "window": "5m"}],
+            "analysis": {"breaches": {"latency-p95": 1}, "history": [{"decision": "hold"}]},
+        }
+    }
+    kubectl(
+        "patch", "sitsdeployment", "chat", "-n", namespace, "--subresource=status",
+        "--type=merge", "-p", json.dumps(status),
+    )  # fmt: skip
+    table = kubectl("get", "sitsd", "chat", "-n", namespace).stdout.split("\n")
+    header, row = table[0].split(), table[1].split()
+    assert header == [
+        "NAME", "PHASE", "STABLE", "CANDIDATE", "WEIGHT", "SUCCESS", "P95MS", "AGE",
+    ]  # fmt: skip
+    assert row[:7] == ["chat", "Progressing", "v1", "v2", "20", "0.987", "142.5"]
+
+    stored = json.loads(kubectl("get", "sitsd", "chat", "-n", namespace, "-o", "json").stdout)
+    assert stored["status"]["analysis"]["breaches"] == {"latency-p95": 1}, "kept unpruned"
+    assert stored["spec"]["variants"][0]["name"] == "v1"
+    # The main resource ignores status, the status subresource ignores spec.
+    kubectl(
+        "patch", "sitsdeployment", "chat", "-n", namespace, "--type=merge",
+        "-p", json.dumps({"status": {"phase": "Hacked"}}),
+    )  # fmt: skip
+    phase = kubectl(
+        "get", "sitsd", "chat", "-n", namespace, "-o", "jsonpath={.status.phase}"
+    ).stdout
+    assert phase == "Progressing"
+
+
+@pytest.mark.cluster
+def test_categories_and_short_names(local_cluster: Any, namespace: str) -> None:
+    kubectl = local_cluster.kubectl
+    kubectl("apply", "-n", namespace, "-f", str(REPO / "examples" / "chat-canary.yaml"))
+    in_category = kubectl("get", "sits", "-n", namespace, "-o", "name").stdout
+    assert "sitsdeployment.sits.dev/chat" in in_category
+    assert kubectl("get", "sitsd", "-n", namespace, "-o", "name").stdout.strip() == (
+        "sitsdeployment.sits.dev/chat"
+    )
+    kubectl("get", "sitspol")
+
+
+# -------------------------------------------- rejections: SitsDeployment
+
+# (id, mutation, substrings the apiserver's error must contain: first the field path)
+SITSD_CASES: list[tuple[str, Mutation, tuple[str, ...]]] = [
+    (
+        "duplicate-variant-names",
+        setter("spec.variants.1.name", "v1"),
+        ("spec.variants[1]", "Duplicate value"),
+    ),
+    (
+        "variant-name-not-dns-label",
+        chain(
+            setter("spec.variants.1.name", "V_2"),
+            setter("spec.traffic.initialWeights", []),
+        ),
+        ("spec.variants[1].name", "should match"),
+    ),
+    (
+        "variant-name-too-long",
+        setter("spec.variants.1.name", "a" * 21),
+        ("spec.variants[1].name", "Too long"),
+    ),
+    (
+        "no-stable-variant",
+        setter("spec.variants.0.role", "candidate"),
+        ("spec.variants", "exactly one variant with role stable, found 0"),
+    ),
+    (
+        "two-stable-variants",
+        setter("spec.variants.1.role", "stable"),
+        ("spec.variants", "exactly one variant with role stable, found 2"),
+    ),
+    (
+        "unknown-role",
+        setter("spec.variants.1.role", "canary"),
+        ("spec.variants[1].role", "Unsupported value"),
+    ),
+    (
+        "single-variant",
+        drop_candidate,
+        ("spec.variants", "must have at least 2 items"),
+    ),
+    (
+        "missing-image",
+        lambda o: variant(o, 1).pop("image"),
+        ("spec.variants[1].image", "Required value"),
+    ),
+    (
+        "unknown-field-typo",
+        setter("spec.variants.0.replica", 2),
+        ("spec.variants[0].replica", "field not declared in schema"),
+    ),
+    (
+        "weight-over-100",
+        chain(
+            setter("spec.traffic.initialWeights.0.weight", 110),
+            setter("spec.traffic.initialWeights.1.weight", -10),
+        ),
+        ("spec.traffic.initialWeights[0].weight", "less than or equal to 100"),
+    ),
+    (
+        "weights-not-summing-to-100",
+        setter("spec.traffic.initialWeights.0.weight", 80),
+        ("spec.traffic.initialWeights", "must sum to 100, got 90"),
+    ),
+    (
+        "weight-for-unknown-variant",
+        setter("spec.traffic.initialWeights.1.variant", "v3"),
+        ("spec.traffic.initialWeights", "unknown: v3"),
+    ),
+    (
+        "duplicate-weight-entries",
+        setter("spec.traffic.initialWeights.1.variant", "v1"),
+        ("spec.traffic.initialWeights[1]", "Duplicate value"),
+    ),
+    (
+        "unknown-mig-profile",
+        setter("spec.variants.1.migProfile", "1g.6gb"),
+        ("spec.variants[1].migProfile", "Unsupported value"),
+    ),
+    (
+        "mig-profile-not-on-gpu-product",
+        chain(
+            setter("spec.variants.1.gpuProduct", "NVIDIA-H200"),
+            setter("spec.variants.1.migProfile", "1g.10gb"),
+        ),
+        (
+            "spec.variants[1].migProfile",
+            "not offered by gpuProduct NVIDIA-H200",
+            "1g.18gb, 1g.18gb+me, 1g.35gb, 2g.35gb, 3g.71gb, 4g.71gb, 7g.141gb",
+        ),
+    ),
+    (
+        "unknown-gpu-product",
+        setter("spec.variants.0.gpuProduct", "NVIDIA-B200"),
+        ("spec.variants[0].gpuProduct", "Unsupported value"),
+    ),
+    (
+        "negative-replicas",
+        setter("spec.variants.0.replicas", -1),
+        ("spec.variants[0].replicas", "greater than or equal to 0"),
+    ),
+    (
+        "bad-revision-label",
+        setter("spec.variants.0.revision", "v1/beta"),
+        ("spec.variants[0].revision", "should match"),
+    ),
+    (
+        "revision-too-long-for-a-label",
+        setter("spec.variants.0.revision", "r" * 64),
+        ("spec.variants[0].revision", "Too long"),
+    ),
+    (
+        "vllm-args-set-port",
+        setter("spec.variants.0.vllmArgs", ["--max-model-len=4096", "--port=9000"]),
+        ("spec.variants[0].vllmArgs", "must not set", "found: --port=9000"),
+    ),
+    (
+        "vllm-args-set-served-model-name",
+        setter("spec.variants.1.vllmArgs", ["--served-model-name", "other"]),
+        ("spec.variants[1].vllmArgs", "found: --served-model-name"),
+    ),
+    (
+        "bad-model-memory-quantity",
+        setter("spec.variants.0.modelMemory", "lots"),
+        ("spec.variants[0].modelMemory", "should match"),
+    ),
+    (
+        "bad-cpu-quantity",
+        setter("spec.variants.0.resources", {"cpu": "4 cores"}),
+        ("spec.variants[0].resources.cpu", "should match"),
+    ),
+    (
+        "malformed-rollout-interval",
+        setter("spec.rollout.interval", "1 minute"),
+        ("spec.rollout.interval", "should match"),
+    ),
+    (
+        "malformed-cache-ttl",
+        setter("spec.variants.0.cache", {"semantic": {"ttl": "forever"}}),
+        ("spec.variants[0].cache.semantic.ttl", "should match"),
+    ),
+    (
+        "similarity-threshold-over-1",
+        setter("spec.variants.0.cache", {"semantic": {"similarityThreshold": 1.5}}),
+        ("spec.variants[0].cache.semantic.similarityThreshold", "less than or equal to 1"),
+    ),
+    (
+        "vector-index-enabled-without-index",
+        setter("spec.variants.0.cache", {"vectorIndex": {"enabled": True}}),
+        ("spec.variants[0].cache.vectorIndex.indexRef", "required"),
+    ),
+    (
+        "gateway-api-without-http-route",
+        setter("spec.traffic.router", "gatewayAPI"),
+        ("spec.traffic.httpRoute", "required when spec.traffic.router is gatewayAPI"),
+    ),
+    (
+        "http-route-without-gateway-api",
+        setter("spec.traffic.httpRoute", {"name": "chat"}),
+        ("spec.traffic.httpRoute", "required when spec.traffic.router is gatewayAPI"),
+    ),
+    (
+        "unknown-router",
+        setter("spec.traffic.router", "istio"),
+        ("spec.traffic.router", "Unsupported value"),
+    ),
+    (
+        "name-too-long",
+        setter("metadata.name", "a" * 43),
+        ("metadata.name must be at most 42 characters",),
+    ),
+    (
+        "set-weight-step-out-of-range",
+        setter("spec.rollout.steps", [{"setWeight": 150}]),
+        ("spec.rollout.steps[0].setWeight", "less than or equal to 100"),
+    ),
+    (
+        "step-with-set-weight-and-pause",
+        setter("spec.rollout.steps", [{"setWeight": 20}, {"setWeight": 40, "pause": {}}]),
+        ("spec.rollout.steps[1]", "exactly one of setWeight or pause"),
+    ),
+    (
+        "empty-step",
+        setter("spec.rollout.steps", [{}]),
+        ("spec.rollout.steps[0]", "exactly one of setWeight or pause"),
+    ),
+    (
+        "malformed-pause-duration",
+        setter("spec.rollout.steps", [{"pause": {"duration": "5 minutes"}}]),
+        ("spec.rollout.steps[0].pause.duration", "should match"),
+    ),
+    (
+        "max-weight-below-step-weight",
+        setter("spec.rollout", {"stepWeight": 30, "maxWeight": 20}),
+        ("spec.rollout.maxWeight", "greater than or equal to spec.rollout.stepWeight"),
+    ),
+    (
+        "unknown-strategy",
+        setter("spec.rollout.strategy", "blueGreen"),
+        ("spec.rollout.strategy", "Unsupported value"),
+    ),
+    (
+        "bad-prometheus-url",
+        setter("spec.analysis", {"prometheus": {"url": "prometheus.monitoring:9090"}}),
+        ("spec.analysis.prometheus.url", "should match"),
+    ),
+    (
+        "bad-adapter-digest",
+        setter(
+            "spec.variants.0.lora",
+            {"adapters": [{"name": "support", "source": "/a", "digest": "sha256:ABC"}]},
+        ),
+        ("spec.variants[0].lora.adapters[0].digest", "should match"),
+    ),
+    (
+        "duplicate-adapter-names",
+        setter(
+            "spec.variants.0.lora",
+            {"adapters": [{"name": "a", "source": "/a"}, {"name": "a", "source": "/b"}]},
+        ),
+        ("spec.variants[0].lora.adapters[1]", "Duplicate value"),
+    ),
+    (
+        "more-pinned-adapters-than-lora-slots",
+        setter(
+            "spec.variants.0.lora",
+            {
+                "maxLoras": 1,
+                "adapters": [
+                    {"name": "a", "source": "/a", "pinned": True},
+                    {"name": "b", "source": "/b", "pinned": True},
+                ],
+            },
+        ),
+        ("spec.variants[0].lora.adapters", "more adapters are pinned"),
+    ),
+    (
+        "unsupported-lora-rank",
+        setter("spec.variants.0.lora", {"maxLoraRank": 24}),
+        ("spec.variants[0].lora.maxLoraRank", "Unsupported value"),
+    ),
+    (
+        "bad-served-model-name",
+        setter("spec.servedModelName", "chat model!"),
+        ("spec.servedModelName", "should match"),
+    ),
+]
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize(
+    ("mutation", "expected"), [c[1:] for c in SITSD_CASES], ids=[c[0] for c in SITSD_CASES]
+)
+def test_malformed_sitsdeployment_is_rejected(
+    local_cluster: Any, namespace: str, mutation: Mutation, expected: tuple[str, ...]
+) -> None:
+    result = dry_run(local_cluster, mutate(sitsd, mutation), namespace)
+    assert result.returncode != 0, f"accepted: {result.stdout}"
+    for text in expected:
+        assert text in result.stderr
+
+
+# ------------------------------------------------ rejections: SitsPolicy
+
+SITSPOL_CASES: list[tuple[str, Mutation, tuple[str, ...]]] = [
+    (
+        "set-weight-action-without-weight",
+        setter("spec.rules.0.action", {"type": "setWeight"}),
+        ("spec.rules[0].action.weight", "required when action.type is setWeight"),
+    ),
+    (
+        "weight-on-rollback-action",
+        setter("spec.rules.0.action", {"type": "rollback", "weight": 10}),
+        ("spec.rules[0].action.weight", "required when action.type is setWeight, and only then"),
+    ),
+    (
+        "for-with-periods-and-duration",
+        setter("spec.rules.0.for", {"periods": 2, "duration": "90s"}),
+        ("spec.rules[0].for", "exactly one of periods or duration"),
+    ),
+    (
+        "for-with-zero-periods",
+        setter("spec.rules.0.for", {"periods": 0}),
+        ("spec.rules[0].for.periods", "greater than or equal to 1"),
+    ),
+    (
+        "bad-comparison",
+        setter("spec.rules.0.comparison", "=="),
+        ("spec.rules[0].comparison", "Unsupported value"),
+    ),
+    (
+        "threshold-missing",
+        lambda o: o["spec"]["rules"][0].pop("threshold"),
+        ("spec.rules[0].threshold", "required when compareTo is threshold"),
+    ),
+    (
+        "malformed-window",
+        setter("spec.rules.0.window", "5 min"),
+        ("spec.rules[0].window", "should match"),
+    ),
+    (
+        "malformed-interval",
+        setter("spec.interval", "often"),
+        ("spec.interval", "should match"),
+    ),
+    (
+        "no-rules",
+        setter("spec.rules", []),
+        ("spec.rules", "at least 1 items"),
+    ),
+    (
+        "duplicate-rule-names",
+        lambda o: o["spec"]["rules"].append(copy.deepcopy(o["spec"]["rules"][0])),
+        ("spec.rules[1]", "Duplicate value"),
+    ),
+    (
+        "unknown-action",
+        setter("spec.rules.0.action", {"type": "page"}),
+        ("spec.rules[0].action.type", "Unsupported value"),
+    ),
+    (
+        "unknown-no-data-action",
+        setter("spec.noData", {"action": "promote"}),
+        ("spec.noData.action", "Unsupported value"),
+    ),
+    (
+        "missing-query",
+        lambda o: o["spec"]["rules"][0].pop("query"),
+        ("spec.rules[0].query", "Required value"),
+    ),
+]
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize(
+    ("mutation", "expected"), [c[1:] for c in SITSPOL_CASES], ids=[c[0] for c in SITSPOL_CASES]
+)
+def test_malformed_sitspolicy_is_rejected(
+    local_cluster: Any, crds_installed: object, mutation: Mutation, expected: tuple[str, ...]
+) -> None:
+    result = dry_run(local_cluster, mutate(sitspol, mutation), None)
+    assert result.returncode != 0, f"accepted: {result.stdout}"
+    for text in expected:
+        assert text in result.stderr

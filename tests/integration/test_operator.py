@@ -1,0 +1,269 @@
+"""The operator against the real local control plane: apiserver, scheduler, GC, kwok nodes.
+
+One operator process serves the module; each test works in its own namespace.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from tests.integration.operator_process import OperatorProcess
+
+pytestmark = pytest.mark.cluster
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = yaml.safe_load((REPO / "examples" / "chat-canary.yaml").read_text())
+
+
+@pytest.fixture(scope="module")
+def operator(
+    local_cluster: Any, crds_installed: Any, tmp_path_factory: Any
+) -> Iterator[OperatorProcess]:
+    proc = OperatorProcess(local_cluster.kubeconfig, tmp_path_factory.mktemp("operator"))
+    proc.start()
+    yield proc
+    proc.stop()
+
+
+class Kube:
+    """Small kubectl helpers bound to one namespace."""
+
+    def __init__(self, cluster: Any, namespace: str, operator: OperatorProcess) -> None:
+        self.cluster, self.ns, self.operator = cluster, namespace, operator
+
+    def apply(self, manifest: dict[str, Any]) -> None:
+        self.cluster.kubectl("apply", "-n", self.ns, "-f", "-", input=json.dumps(manifest))
+
+    def get(self, kind: str, name: str = "", *selector: str) -> Any:
+        args = ["get", kind, *([name] if name else []), "-n", self.ns, "-o", "json", *selector]
+        result = self.cluster.kubectl(*args, check=False)
+        return json.loads(result.stdout) if result.returncode == 0 else None
+
+    def items(self, kind: str, deployment: str = "chat") -> list[dict[str, Any]]:
+        found = self.get(kind, "", "-l", f"sits.dev/deployment={deployment}")
+        return list(found["items"]) if found else []
+
+    def wait(self, what: str, check: Callable[[], Any], timeout: float = 60) -> Any:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = check()
+            if value:
+                return value
+            time.sleep(0.5)
+        pytest.fail(f"timed out waiting for {what}\n--- operator log ---\n{self.operator.tail()}")
+
+    def status(self, name: str = "chat") -> dict[str, Any]:
+        obj = self.get("sitsdeployment", name)
+        return dict(obj.get("status") or {}) if obj else {}
+
+    def wait_phase(self, phase: str, name: str = "chat", timeout: float = 60) -> dict[str, Any]:
+        return dict(
+            self.wait(
+                f"phase {phase}",
+                lambda: (s := self.status(name)).get("phase") == phase and s,
+                timeout,
+            )
+        )
+
+    def events(self) -> list[dict[str, Any]]:
+        found = self.get("events", "", "--field-selector", "involvedObject.kind=SitsDeployment")
+        return list(found["items"]) if found else []
+
+
+@pytest.fixture
+def kube(local_cluster: Any, namespace: str, operator: OperatorProcess) -> Kube:
+    return Kube(local_cluster, namespace, operator)
+
+
+def with_variants(
+    *changes: dict[str, Any], extra: list[dict[str, Any]] | None = None, weights: bool = True
+) -> dict[str, Any]:
+    manifest = json.loads(json.dumps(EXAMPLE))
+    for variant, change in zip(manifest["spec"]["variants"], changes, strict=False):
+        variant.update(change)
+    manifest["spec"]["variants"] += extra or []
+    if not weights:
+        manifest["spec"]["traffic"].pop("initialWeights")
+    return manifest
+
+
+def test_example_becomes_running_pods_on_fake_mig_nodes(kube: Kube) -> None:
+    kube.apply(EXAMPLE)
+    status = kube.wait_phase("Ready")
+    assert (status["stableVariant"], status["candidateVariant"], status["candidateWeight"]) == (
+        "v1",
+        "v2",
+        10,
+    )
+    assert {(v["name"], v["readyReplicas"], v["weight"]) for v in status["variants"]} == {
+        ("v1", 1, 90),
+        ("v2", 1, 10),
+    }
+    conditions = {c["type"]: c["status"] for c in status["conditions"]}
+    assert conditions == {
+        "Ready": "True",
+        "Progressing": "False",
+        "Invalid": "False",
+        "Unschedulable": "False",
+    }
+
+    deployments = {d["metadata"]["name"]: d for d in kube.items("deployments")}
+    assert set(deployments) == {"chat-v1", "chat-v2"}
+    pod_spec = deployments["chat-v2"]["spec"]["template"]["spec"]
+    vllm = pod_spec["containers"][0]
+    assert vllm["resources"]["limits"]["nvidia.com/mig-1g.10gb"] == "1"
+    assert vllm["args"][:6] == [
+        "--model",
+        "Qwen/Qwen3-1.7B",
+        "--served-model-name",
+        "chat",
+        "--revision",
+        "qwen3-1.7b",
+    ]
+    assert [c["name"] for c in pod_spec["containers"]] == ["vllm", "sits-cache"]
+    owner = deployments["chat-v1"]["metadata"]["ownerReferences"][0]
+    assert (owner["kind"], owner["name"], owner["controller"]) == ("SitsDeployment", "chat", True)
+    managers = {m["manager"] for m in deployments["chat-v1"]["metadata"]["managedFields"]}
+    assert "sits-operator" in managers
+
+    services = {s["metadata"]["name"] for s in kube.items("services")}
+    assert services == {"chat", "chat-v1", "chat-v2"}
+    pods = kube.items("pods")
+    assert len(pods) == 2
+    for pod in pods:
+        assert pod["status"]["phase"] == "Running"
+        assert pod["spec"]["nodeName"].startswith("gpu-a100-")
+
+    table = kube.cluster.kubectl("get", "sitsd", "-n", kube.ns).stdout
+    header, row = table.splitlines()[:2]
+    assert header.split() == [
+        "NAME",
+        "PHASE",
+        "STABLE",
+        "CANDIDATE",
+        "WEIGHT",
+        "SUCCESS",
+        "P95MS",
+        "AGE",
+    ]
+    assert row.split()[:5] == ["chat", "Ready", "v1", "v2", "10"]
+    reasons = [e["reason"] for e in kube.events()]
+    assert reasons.count("Applied") >= 5
+    assert "PhaseChanged" in reasons
+
+
+def test_unsatisfiable_profile_stays_pending_and_status_says_why(kube: Kube) -> None:
+    kube.apply(with_variants({}, {"migProfile": "7g.80gb", "modelMemory": "4Gi"}))
+    status = kube.wait_phase("Degraded")
+    unsched = next(c for c in status["conditions"] if c["type"] == "Unschedulable")
+    assert unsched["status"] == "True"
+    assert "variant v2 (7g.80gb)" in unsched["message"]
+    assert "Insufficient nvidia.com/mig-7g.80gb" in unsched["message"]
+    assert {v["name"]: v["weight"] for v in status["variants"]} == {"v1": 100, "v2": 0}
+    pending = [p for p in kube.items("pods") if p["metadata"]["labels"]["sits.dev/variant"] == "v2"]
+    assert pending
+    assert all(p["status"]["phase"] == "Pending" for p in pending)
+    warnings = [e for e in kube.events() if e["type"] == "Warning"]
+    assert any(e["reason"] == "UnschedulableTrue" for e in warnings)
+
+
+def test_revision_change_rolls_only_that_variant(kube: Kube) -> None:
+    kube.apply(EXAMPLE)
+    kube.wait_phase("Ready")
+    before = {d["metadata"]["name"]: d for d in kube.items("deployments")}
+    kube.apply(with_variants({}, {"revision": "qwen3-1.7b-fix1"}))
+    kube.wait(
+        "v2 rolled to the new revision",
+        lambda: (
+            all(
+                p["metadata"]["labels"]["sits.dev/revision"] == "qwen3-1.7b-fix1"
+                for p in kube.items("pods")
+                if p["metadata"]["labels"]["sits.dev/variant"] == "v2"
+                and p["status"]["phase"] == "Running"
+            )
+            and kube.status().get("phase") == "Ready"
+        ),
+    )
+    after = {d["metadata"]["name"]: d for d in kube.items("deployments")}
+    assert after["chat-v1"]["metadata"]["generation"] == before["chat-v1"]["metadata"]["generation"]
+    assert after["chat-v2"]["metadata"]["generation"] > before["chat-v2"]["metadata"]["generation"]
+    v1_pods = {
+        p["metadata"]["name"]
+        for p in kube.items("pods")
+        if p["metadata"]["labels"]["sits.dev/variant"] == "v1"
+    }
+    assert len(v1_pods) == 1
+
+
+def test_removed_variant_loses_its_objects(kube: Kube) -> None:
+    v3 = {**EXAMPLE["spec"]["variants"][1], "name": "v3", "revision": "third"}
+    kube.apply(with_variants(extra=[v3], weights=False))
+    kube.wait(
+        "v3 objects", lambda: kube.get("deployment", "chat-v3") and kube.get("service", "chat-v3")
+    )
+    kube.apply(with_variants(weights=False))
+    kube.wait(
+        "v3 objects gone",
+        lambda: (
+            kube.get("deployment", "chat-v3") is None and kube.get("service", "chat-v3") is None
+        ),
+    )
+    assert kube.get("deployment", "chat-v1") is not None
+    assert any(e["reason"] == "Deleted" for e in kube.events())
+
+
+def test_deleting_the_resource_collects_its_children(kube: Kube) -> None:
+    kube.apply(EXAMPLE)
+    kube.wait_phase("Ready")
+    kube.cluster.kubectl("delete", "sitsd", "chat", "-n", kube.ns, "--wait=true", "--timeout=60s")
+    kube.wait(
+        "children garbage-collected",
+        lambda: (
+            not kube.items("deployments") and not kube.items("services") and not kube.items("pods")
+        ),
+        timeout=90,
+    )
+
+
+def test_semantically_wrong_spec_sets_invalid_and_deletes_nothing(kube: Kube) -> None:
+    kube.apply(EXAMPLE)
+    kube.wait_phase("Ready")
+    adapters = {"lora": {"enabled": False, "adapters": [{"name": "support", "source": "/a"}]}}
+    kube.apply(with_variants({}, adapters))
+    status = kube.wait_phase("Invalid")
+    invalid = next(c for c in status["conditions"] if c["type"] == "Invalid")
+    assert "spec.variants[1].lora" in invalid["message"]
+    assert len(kube.items("deployments")) == 2
+    assert len(kube.items("pods")) == 2
+    assert any(e["type"] == "Warning" and e["reason"] == "InvalidTrue" for e in kube.events())
+    kube.apply(EXAMPLE)
+    kube.wait_phase("Ready")
+
+
+def _versions(kube: Kube) -> dict[str, str]:
+    objects = [
+        kube.get("sitsdeployment", "chat"),
+        *kube.items("deployments"),
+        *kube.items("services"),
+    ]
+    return {
+        f"{o['kind']}/{o['metadata']['name']}": o["metadata"]["resourceVersion"] for o in objects
+    }
+
+
+def test_operator_restart_rewrites_nothing(kube: Kube) -> None:
+    kube.apply(EXAMPLE)
+    kube.wait_phase("Ready")
+    time.sleep(2)  # let the last status write and child status updates settle
+    before = _versions(kube)
+    kube.operator.restart()
+    kube.operator.wait_for_log("resume", f"reconcile loop started for {kube.ns}/chat", timeout=30)
+    time.sleep(5)  # several reconcile passes' worth of time
+    assert _versions(kube) == before
+    assert len(kube.items("deployments")) == 2
+    assert len(kube.items("services")) == 3
