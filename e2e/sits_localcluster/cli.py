@@ -23,7 +23,7 @@ def _progress(line: str) -> object:
 
 def cmd_up(cluster: LocalCluster) -> int:
     start = time.monotonic()
-    started = cluster.up()
+    started = cluster.up(persist=True)
     verb = "started" if started else "reused"
     _progress(f"cluster {verb} in {time.monotonic() - start:.1f} s")
     print(f"export KUBECONFIG={cluster.kubeconfig}")

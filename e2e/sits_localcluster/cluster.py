@@ -180,25 +180,78 @@ class LocalCluster:
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
-    def up(self) -> bool:
+    def up(self, user_pid: int | None = None, *, persist: bool = False) -> bool:
         """Start the cluster, or reuse a healthy one. Returns True when it started it.
 
         A half-dead cluster (some processes gone, or the apiserver not ready) is stopped
         and started again with its data and PKI kept.
+
+        ``user_pid`` (test sessions) registers that process as a user under the same lock,
+        so no other session can stop the cluster in between; if this call started the
+        cluster, the last registered user to :meth:`release` it stops it. ``persist``
+        (``sits-cluster up``: a person wants it) cancels that: the cluster then stays up
+        until ``sits-cluster down``.
         """
         with self._locked():
-            if self.is_running():
-                start = time.monotonic()
-                bootstrap.ensure_gpu_nodes(self.api())
-                self.progress(
-                    f"reusing running cluster at {self.server} "
-                    f"(checked in {time.monotonic() - start:.1f} s)"
-                )
+            if user_pid is not None:
+                self._users_dir().mkdir(parents=True, exist_ok=True)
+                (self._users_dir() / str(user_pid)).touch()
+            started = self._up_locked()
+            if persist:
+                self._stop_marker().unlink(missing_ok=True)
+            elif started and user_pid is not None:
+                self._stop_marker().touch()
+            return started
+
+    def _up_locked(self) -> bool:
+        if self.is_running():
+            start = time.monotonic()
+            bootstrap.ensure_gpu_nodes(self.api())
+            self.progress(
+                f"reusing running cluster at {self.server} "
+                f"(checked in {time.monotonic() - start:.1f} s)"
+            )
+            return False
+        if any(s.alive for s in self.status()):
+            self.progress("cluster is half-running: stopping it before a clean start")
+            self._stop_all()
+        self._start_all()
+        return True
+
+    def _users_dir(self) -> Path:
+        return self.state_dir / "run" / "users"
+
+    def _stop_marker(self) -> Path:
+        """Present while the cluster was started by a test session and should not outlive it."""
+        return self.state_dir / "run" / "stop-when-unused"
+
+    def live_users(self) -> list[int]:
+        """Pids of processes (test sessions) registered through ``up(user_pid=...)``."""
+        users = []
+        for entry in self._users_dir().glob("*"):
+            if entry.name.isdigit() and procs.pid_alive(int(entry.name)):
+                users.append(int(entry.name))
+            else:
+                entry.unlink(missing_ok=True)
+        return sorted(users)
+
+    def release(self, user_pid: int) -> bool:
+        """Unregister ``user_pid``; stop the cluster if a session started it and none is left.
+
+        Why: two pytest sessions may share one cluster; the one that started it must not
+        pull it away from the other mid-run. Returns True when it stopped the cluster.
+        """
+        with self._locked():
+            (self._users_dir() / str(user_pid)).unlink(missing_ok=True)
+            if not self._stop_marker().exists():
                 return False
-            if any(s.alive for s in self.status()):
-                self.progress("cluster is half-running: stopping it before a clean start")
-                self._stop_all()
-            self._start_all()
+            others = [pid for pid in self.live_users() if pid != user_pid]
+            if others:
+                pids = ", ".join(map(str, others))
+                self.progress(f"leaving the cluster running: still used by pid(s) {pids}")
+                return False
+            self._stop_all()
+            self._stop_marker().unlink(missing_ok=True)
             return True
 
     def down(self, purge: bool = False) -> None:

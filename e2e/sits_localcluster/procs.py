@@ -65,12 +65,16 @@ def cmdline(pid: int) -> list[str]:
     return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
 
 
+def pid_alive(pid: int) -> bool:
+    """True when ``pid`` exists and is not a zombie (whatever it runs)."""
+    return _proc_state(pid) not in (None, "Z", "X")
+
+
 def is_running(pid: int | None, binary: Path) -> bool:
     """True when ``pid`` is alive, not a zombie, and still runs ``binary``."""
     if pid is None or pid <= 0:
         return False
-    state = _proc_state(pid)
-    if state is None or state in ("Z", "X"):
+    if not pid_alive(pid):
         return False
     argv = cmdline(pid)
     return bool(argv) and argv[0] == str(binary)

@@ -12,6 +12,8 @@ the fixture as test failures: a missing cluster never turns into a silent skip.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 import uuid
 from collections.abc import Generator, Iterator
@@ -54,7 +56,7 @@ def _bring_up() -> None:
     try:
         bin_dir = ensure_binaries(_progress)
         cluster = LocalCluster(bin_dir=bin_dir, progress=_progress)
-        _STATE.started_here = cluster.up()
+        _STATE.started_here = cluster.up(user_pid=os.getpid())
         _STATE.cluster = cluster
     except Exception as err:  # any failure must surface as a test failure, with its reason
         _STATE.error = f"{type(err).__name__}: {err}"
@@ -70,15 +72,32 @@ def pytest_runtest_protocol(
     return (yield)
 
 
+@contextlib.contextmanager
+def _uncaptured(config: pytest.Config) -> Iterator[None]:
+    """Let progress lines through pytest's fd-level capture during fixture set-up/teardown."""
+    capman = config.pluginmanager.getplugin("capturemanager")
+    if capman is None:
+        yield
+        return
+    with capman.global_and_fixture_disabled():
+        yield
+
+
 @pytest.fixture(scope="session")
-def local_cluster() -> Iterator[LocalCluster]:
-    """The running local cluster; ``down()`` at session end only if this session started it."""
-    _bring_up()
-    if _STATE.cluster is None:
+def local_cluster(pytestconfig: pytest.Config) -> Iterator[LocalCluster]:
+    """The running local cluster, stopped at session end only if a test session started it.
+
+    It is left running while another live session still uses it (the last one out stops
+    it), and always when a person started or re-upped it with ``sits-cluster up``.
+    """
+    with _uncaptured(pytestconfig):
+        _bring_up()
+    cluster = _STATE.cluster
+    if cluster is None:
         pytest.fail(f"local cluster unavailable: {_STATE.error}", pytrace=False)
-    yield _STATE.cluster
-    if _STATE.started_here:
-        _STATE.cluster.down()
+    yield cluster
+    with _uncaptured(pytestconfig):
+        cluster.release(os.getpid())
 
 
 @pytest.fixture

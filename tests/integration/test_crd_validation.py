@@ -160,9 +160,11 @@ def test_every_field_has_a_description(crd: Path) -> None:
     missing = [
         path
         for path, node in _schema_nodes(root, "")
-        if not path.endswith("[]") and path != ".metadata" and not node.get("description")
+        if not path.endswith("[]")
+        and not path.startswith(".metadata")
+        and not node.get("description")
     ]
-    # Items are described by their array; the apiserver forbids anything on metadata.
+    # Items are described by their array; the apiserver forbids descriptions on metadata.
     assert missing == []
 
 
@@ -368,12 +370,12 @@ SITSD_CASES: list[tuple[str, Mutation, tuple[str, ...]]] = [
     (
         "no-stable-variant",
         setter("spec.variants.0.role", "candidate"),
-        ("spec.variants", "exactly one variant with role stable, found 0"),
+        ("spec.variants", "exactly one variant with role stable, found none"),
     ),
     (
         "two-stable-variants",
         setter("spec.variants.1.role", "stable"),
-        ("spec.variants", "exactly one variant with role stable, found 2"),
+        ("spec.variants", "exactly one variant with role stable, found more than one"),
     ),
     (
         "unknown-role",
@@ -383,7 +385,7 @@ SITSD_CASES: list[tuple[str, Mutation, tuple[str, ...]]] = [
     (
         "single-variant",
         drop_candidate,
-        ("spec.variants", "must have at least 2 items"),
+        ("spec.variants", "should have at least 2 items"),
     ),
     (
         "missing-image",
@@ -393,7 +395,7 @@ SITSD_CASES: list[tuple[str, Mutation, tuple[str, ...]]] = [
     (
         "unknown-field-typo",
         setter("spec.variants.0.replica", 2),
-        ("spec.variants[0].replica", "field not declared in schema"),
+        ('unknown field "spec.variants[0].replica"',),
     ),
     (
         "weight-over-100",
@@ -406,12 +408,12 @@ SITSD_CASES: list[tuple[str, Mutation, tuple[str, ...]]] = [
     (
         "weights-not-summing-to-100",
         setter("spec.traffic.initialWeights.0.weight", 80),
-        ("spec.traffic.initialWeights", "must sum to 100, got 90"),
+        ("spec.traffic.initialWeights", "must sum to 100"),
     ),
     (
         "weight-for-unknown-variant",
         setter("spec.traffic.initialWeights.1.variant", "v3"),
-        ("spec.traffic.initialWeights", "unknown: v3"),
+        ("spec.traffic.initialWeights", "must be the name of a variant in spec.variants"),
     ),
     (
         "duplicate-weight-entries",
@@ -458,12 +460,12 @@ SITSD_CASES: list[tuple[str, Mutation, tuple[str, ...]]] = [
     (
         "vllm-args-set-port",
         setter("spec.variants.0.vllmArgs", ["--max-model-len=4096", "--port=9000"]),
-        ("spec.variants[0].vllmArgs", "must not set", "found: --port=9000"),
+        ("spec.variants[0].vllmArgs", "must not set", "found --port"),
     ),
     (
         "vllm-args-set-served-model-name",
         setter("spec.variants.1.vllmArgs", ["--served-model-name", "other"]),
-        ("spec.variants[1].vllmArgs", "found: --served-model-name"),
+        ("spec.variants[1].vllmArgs", "found --served-model-name"),
     ),
     (
         "bad-model-memory-quantity",
@@ -498,12 +500,20 @@ SITSD_CASES: list[tuple[str, Mutation, tuple[str, ...]]] = [
     (
         "gateway-api-without-http-route",
         setter("spec.traffic.router", "gatewayAPI"),
-        ("spec.traffic.httpRoute", "required when spec.traffic.router is gatewayAPI"),
+        (
+            "spec.traffic.httpRoute",
+            "Required value",
+            "required when spec.traffic.router is gatewayAPI",
+        ),
     ),
     (
         "http-route-without-gateway-api",
         setter("spec.traffic.httpRoute", {"name": "chat"}),
-        ("spec.traffic.httpRoute", "required when spec.traffic.router is gatewayAPI"),
+        (
+            "spec.traffic.httpRoute",
+            "Forbidden",
+            "only be set when spec.traffic.router is gatewayAPI",
+        ),
     ),
     (
         "unknown-router",
@@ -513,7 +523,7 @@ SITSD_CASES: list[tuple[str, Mutation, tuple[str, ...]]] = [
     (
         "name-too-long",
         setter("metadata.name", "a" * 43),
-        ("metadata.name must be at most 42 characters",),
+        ("metadata.name: Invalid value", "must be at most 42 characters"),
     ),
     (
         "set-weight-step-out-of-range",
@@ -602,8 +612,8 @@ def test_malformed_sitsdeployment_is_rejected(
 ) -> None:
     result = dry_run(local_cluster, mutate(sitsd, mutation), namespace)
     assert result.returncode != 0, f"accepted: {result.stdout}"
-    for text in expected:
-        assert text in result.stderr
+    missing = [text for text in expected if text not in result.stderr]
+    assert not missing, f"error does not mention {missing}: {result.stderr}"
 
 
 # ------------------------------------------------ rejections: SitsPolicy
@@ -617,7 +627,7 @@ SITSPOL_CASES: list[tuple[str, Mutation, tuple[str, ...]]] = [
     (
         "weight-on-rollback-action",
         setter("spec.rules.0.action", {"type": "rollback", "weight": 10}),
-        ("spec.rules[0].action.weight", "required when action.type is setWeight, and only then"),
+        ("spec.rules[0].action.weight", "Forbidden", "only be set when action.type is setWeight"),
     ),
     (
         "for-with-periods-and-duration",
@@ -686,5 +696,5 @@ def test_malformed_sitspolicy_is_rejected(
 ) -> None:
     result = dry_run(local_cluster, mutate(sitspol, mutation), None)
     assert result.returncode != 0, f"accepted: {result.stdout}"
-    for text in expected:
-        assert text in result.stderr
+    missing = [text for text in expected if text not in result.stderr]
+    assert not missing, f"error does not mention {missing}: {result.stderr}"

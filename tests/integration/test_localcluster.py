@@ -8,6 +8,8 @@ and controller-manager loops (deployments, garbage collection) that actually run
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import time
 import uuid
 from collections.abc import Callable
@@ -234,3 +236,21 @@ def test_up_twice_reuses_the_same_processes(local_cluster: LocalCluster) -> None
     assert time.monotonic() - start < 10
     assert again.pids() == before
     assert all(pid is not None for pid in before.values())
+
+
+@pytest.mark.cluster
+def test_release_keeps_the_cluster_while_another_session_uses_it(
+    local_cluster: LocalCluster,
+) -> None:
+    # This pytest process registered itself as a user, so releasing another user must never
+    # stop the cluster, whoever started it.
+    with subprocess.Popen(["sleep", "60"]) as other:
+        try:
+            local_cluster.up(user_pid=other.pid)
+            assert other.pid in local_cluster.live_users()
+            assert local_cluster.release(other.pid) is False
+            assert other.pid not in local_cluster.live_users()
+            assert os.getpid() in local_cluster.live_users()
+            assert local_cluster.is_running()
+        finally:
+            other.kill()

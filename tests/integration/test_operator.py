@@ -41,6 +41,7 @@ class Kube:
 
     def get(self, kind: str, name: str = "", *selector: str) -> Any:
         args = ["get", kind, *([name] if name else []), "-n", self.ns, "-o", "json", *selector]
+        args.append("--show-managed-fields")
         result = self.cluster.kubectl(*args, check=False)
         return json.loads(result.stdout) if result.returncode == 0 else None
 

@@ -39,8 +39,12 @@ def test_crd_gpu_product_enum_equals_table(variant_schema: dict[str, Any]) -> No
 
 
 def _cel_product_lists(expression: str) -> dict[str, tuple[str, ...]]:
-    pairs = re.findall(r"'(NVIDIA-[^']+)':\s*\[([^\]]*)\]", expression)
-    return {product: tuple(re.findall(r"'([^']+)'", profiles)) for product, profiles in pairs}
+    """The product -> profiles map literal of a CEL expression (lists, or ", "-joined strings)."""
+    lists = re.findall(r"'(NVIDIA-[^']+)':\s*\[([^\]]*)\]", expression)
+    if lists:
+        return {product: tuple(re.findall(r"'([^']+)'", items)) for product, items in lists}
+    joined = re.findall(r"'(NVIDIA-[^']+)':\s*'([^']*)'", expression)
+    return {product: tuple(items.split(", ")) for product, items in joined}
 
 
 def test_crd_cel_product_table_equals_table(variant_schema: dict[str, Any]) -> None:
