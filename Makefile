@@ -27,6 +27,7 @@ integration: setup
 
 bench: setup
 	$(VENV)/python -m benchmarks.operator_scale
+	$(VENV)/python -m benchmarks.rollback_reaction
 
 down:
 	-@$(VENV)/python e2e/demo.py --down

@@ -36,25 +36,43 @@ def bench_node(index: int) -> dict[str, object]:
         "metadata": {
             "name": f"bench-a100-{index}",
             "annotations": {"kwok.x-k8s.io/node": "fake"},
-            "labels": {"type": "kwok", "sits.dev/bench": "true",
-                       "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB",
-                       "nvidia.com/mig.strategy": "mixed"},
+            "labels": {
+                "type": "kwok",
+                "sits.dev/bench": "true",
+                "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB",
+                "nvidia.com/mig.strategy": "mixed",
+            },
         },
         "status": {
-            "allocatable": {"cpu": "64", "memory": "512Gi", "pods": "110",
-                            "nvidia.com/mig-1g.10gb": str(SLICES_PER_NODE)},
-            "capacity": {"cpu": "64", "memory": "512Gi", "pods": "110",
-                         "nvidia.com/mig-1g.10gb": str(SLICES_PER_NODE)},
+            "allocatable": {
+                "cpu": "64",
+                "memory": "512Gi",
+                "pods": "110",
+                "nvidia.com/mig-1g.10gb": str(SLICES_PER_NODE),
+            },
+            "capacity": {
+                "cpu": "64",
+                "memory": "512Gi",
+                "pods": "110",
+                "nvidia.com/mig-1g.10gb": str(SLICES_PER_NODE),
+            },
         },
-    }  # fmt: skip
+    }
 
 
 def sitsd(index: int) -> dict[str, object]:
     variants = [
-        {"name": name, "role": role, "image": "vllm/vllm-openai:v0.11.0", "model": "m",
-         "revision": f"r{index}", "migProfile": "1g.10gb", "replicas": 1}
+        {
+            "name": name,
+            "role": role,
+            "image": "vllm/vllm-openai:v0.11.0",
+            "model": "m",
+            "revision": f"r{index}",
+            "migProfile": "1g.10gb",
+            "replicas": 1,
+        }
         for name, role in (("v1", "stable"), ("v2", "candidate"))
-    ]  # fmt: skip
+    ]
     return {
         "apiVersion": "sits.dev/v1alpha1",
         "kind": "SitsDeployment",
@@ -77,10 +95,12 @@ def count_ready(cluster: LocalCluster) -> int:
     items = kubectl_json(cluster, "get", "sitsd", "-n", NAMESPACE)["items"]
     assert isinstance(items, list)
     return sum(
-        any(c.get("type") == "Ready" and c.get("status") == "True"
-            for c in (i.get("status") or {}).get("conditions", []))
+        any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in (i.get("status") or {}).get("conditions", [])
+        )
         for i in items
-    )  # fmt: skip
+    )
 
 
 def run(count: int, timeout: float) -> dict[str, float]:
@@ -96,9 +116,12 @@ def run(count: int, timeout: float) -> dict[str, float]:
     cluster.kubectl("create", "namespace", NAMESPACE, check=False)
     env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig)}
     log = open(cluster.state_dir / "logs" / "bench-operator.log", "wb")  # noqa: SIM115
-    operator = subprocess.Popen([sys.executable, "-m", "sits_operator", "--metrics-address", "",
-                                 "--namespace", NAMESPACE], stdout=log, stderr=subprocess.STDOUT,
-                                env=env)  # fmt: skip
+    operator = subprocess.Popen(
+        [sys.executable, "-m", "sits_operator", "--metrics-address", "", "--namespace", NAMESPACE],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+    )
     try:
         time.sleep(3)
         manifests = "\n---\n".join(json.dumps(sitsd(i)) for i in range(count))
@@ -118,8 +141,13 @@ def run(count: int, timeout: float) -> dict[str, float]:
         log.close()
         cluster.kubectl("delete", "namespace", NAMESPACE, "--wait=false", check=False)
         cluster.kubectl("delete", "nodes", "-l", "sits.dev/bench=true", "--wait=false", check=False)
-    return {"count": count, "ready": ready, "seconds": elapsed, "apply_seconds": applied,
-            "peak_rss_mib": rss}  # fmt: skip
+    return {
+        "count": count,
+        "ready": ready,
+        "seconds": elapsed,
+        "apply_seconds": applied,
+        "peak_rss_mib": rss,
+    }
 
 
 def write_results(result: dict[str, float]) -> None:

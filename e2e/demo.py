@@ -1,89 +1,211 @@
-"""`make demo`: the local cluster, the CRDs, the operator, and the examples, end to end.
+"""`make demo`: the local cluster, the CRDs, the operator, Prometheus, and two rollouts.
 
-Idempotent: a second run reuses the running cluster and operator. `--down` stops both.
+Idempotent: a second run reuses the running cluster and background processes. `--down`
+stops everything it started. The demo applies the examples (placed on fake MIG nodes),
+then runs two canaries judged by SITS2026's rules on short windows, fed by a synthetic
+source of the gateway's metrics: a healthy candidate is promoted step by step, and a
+candidate with 10 % errors is rolled back after two failing periods.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from sits_localcluster.build import ensure_binaries
 from sits_localcluster.cluster import LocalCluster
+from sits_localcluster.nodes import GpuNodeSpec
+
+# A second H200 in the all-1g.18gb MIG layout: room for the demo's two canaries.
+DEMO_NODE = GpuNodeSpec(
+    "gpu-h200-1",
+    "NVIDIA-H200",
+    143771,
+    {"mig-1g.18gb": 7},
+    {"nvidia.com/mig.config": "all-1g.18gb"},
+)
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = ("chat-canary.yaml", "h200-ab-test.yaml", "lora-adapters.yaml")
+PROMETHEUS_PORT, SYNTHETIC_PORT, OPERATOR_METRICS = 19090, 19100, 19464
+DEMO_NS = "sits-demo"
 
 
 def say(message: str) -> None:
     print(f"\n==> {message}", flush=True)
 
 
-def _operator_pid_file(cluster: LocalCluster) -> Path:
-    return cluster.state_dir / "run" / "sits-operator.pid"
+class Background:
+    """A named background process with a pid file in the cluster's state directory."""
+
+    def __init__(self, cluster: LocalCluster, name: str) -> None:
+        self.name = name
+        self.pid_file = cluster.state_dir / "run" / f"{name}.pid"
+        self.log = cluster.state_dir / "logs" / f"{name}.log"
+
+    def pid(self) -> int | None:
+        if not self.pid_file.exists():
+            return None
+        pid = int(self.pid_file.read_text())
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        return pid
+
+    def start(self, argv: list[str], env: dict[str, str] | None = None) -> None:
+        if (pid := self.pid()) is not None:
+            print(f"{self.name} already running (pid {pid})")
+            return
+        with self.log.open("ab") as out:
+            proc = subprocess.Popen(
+                argv, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            )
+        self.pid_file.write_text(str(proc.pid))
+        print(f"{self.name} started (pid {proc.pid}); log: {self.log}")
+
+    def stop(self) -> None:
+        if (pid := self.pid()) is not None:
+            os.killpg(pid, signal.SIGTERM)
+            for _ in range(50):
+                if self.pid() is None:
+                    break
+                time.sleep(0.2)
+            else:
+                os.killpg(pid, signal.SIGKILL)
+            print(f"{self.name} (pid {pid}) stopped")
+        self.pid_file.unlink(missing_ok=True)
 
 
-def _operator_alive(cluster: LocalCluster) -> int | None:
-    pid_file = _operator_pid_file(cluster)
-    if not pid_file.exists():
-        return None
-    pid = int(pid_file.read_text())
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return None
-    return pid
-
-
-def start_operator(cluster: LocalCluster) -> None:
-    if (pid := _operator_alive(cluster)) is not None:
-        print(f"operator already running (pid {pid})")
-        return
-    log = cluster.state_dir / "logs" / "sits-operator.log"
-    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig)}
-    with log.open("ab") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "sits_operator", "--metrics-address", "127.0.0.1:9464"],
-            stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-        )  # fmt: skip
-    _operator_pid_file(cluster).write_text(str(proc.pid))
-    print(f"operator started (pid {proc.pid}); log: {log}; metrics: http://127.0.0.1:9464/metrics")
-
-
-def stop_operator(cluster: LocalCluster) -> None:
-    if (pid := _operator_alive(cluster)) is not None:
-        os.killpg(pid, signal.SIGTERM)
-        for _ in range(50):
-            if _operator_alive(cluster) is None:
-                break
-            time.sleep(0.2)
-        else:
-            os.killpg(pid, signal.SIGKILL)
-        print(f"operator (pid {pid}) stopped")
-    _operator_pid_file(cluster).unlink(missing_ok=True)
-
-
-def wait_all_ready(cluster: LocalCluster, timeout: float = 180) -> None:
+def wait_http(url: str, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
-    last = ""
     while time.monotonic() < deadline:
-        out = cluster.kubectl("get", "sitsd", "-A", "-o", "json").stdout
-        items = json.loads(out)["items"]
-        phases = {i["metadata"]["name"]: (i.get("status") or {}).get("phase", "-") for i in items}
-        line = ", ".join(f"{n}={p}" for n, p in sorted(phases.items()))
+        try:
+            with urllib.request.urlopen(url, timeout=1):
+                return
+        except OSError:
+            time.sleep(0.3)
+    raise SystemExit(f"{url} did not answer within {timeout:.0f} s")
+
+
+def start_metrics_stack(cluster: LocalCluster) -> None:
+    """The synthetic gateway-metrics source and a real Prometheus scraping it."""
+    Background(cluster, "sits-synthetic").start(
+        [sys.executable, "-m", "sits_localcluster.synthetic", "--port", str(SYNTHETIC_PORT)]
+    )
+    config = cluster.state_dir / "prometheus.yml"
+    config.write_text(
+        "global: {scrape_interval: 1s}\nscrape_configs:\n  - job_name: sits\n"
+        f"    static_configs: [{{targets: ['127.0.0.1:{SYNTHETIC_PORT}']}}]\n"
+    )
+    Background(cluster, "prometheus").start(
+        [
+            "prometheus",
+            f"--config.file={config}",
+            f"--storage.tsdb.path={cluster.state_dir / 'prometheus'}",
+            f"--web.listen-address=127.0.0.1:{PROMETHEUS_PORT}",
+        ]
+    )
+    wait_http(f"http://127.0.0.1:{PROMETHEUS_PORT}/-/ready")
+    wait_http(f"http://127.0.0.1:{SYNTHETIC_PORT}/metrics")
+
+
+def set_traffic(deployment: str, variant: str, rps: float, error_ratio: float) -> None:
+    body = json.dumps(
+        {
+            "namespace": DEMO_NS,
+            "deployment": deployment,
+            "variant": variant,
+            "rps": rps,
+            "error_ratio": error_ratio,
+            "latency_ms": 80,
+        }
+    ).encode()
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{SYNTHETIC_PORT}/profile", data=body, method="POST"
+    )
+    urllib.request.urlopen(request, timeout=5).close()
+
+
+def demo_policy() -> dict[str, Any]:
+    """SITS2026's rules, thresholds and actions, on 5 s periods and 15 s windows."""
+    policy = yaml.safe_load((REPO / "policies" / "sits2026.yaml").read_text())
+    policy["metadata"] = {"name": "sits2026-demo"}
+    policy["spec"].update(
+        {"interval": "5s", "minRequests": 10, "promotion": {"consecutivePasses": 2}}
+    )
+    for rule in policy["spec"]["rules"]:
+        rule["window"] = "15s"
+    return dict(policy)
+
+
+def demo_rollout(name: str) -> dict[str, Any]:
+    manifest = yaml.safe_load((REPO / "examples" / "chat-canary.yaml").read_text())
+    manifest = copy.deepcopy(manifest)
+    manifest["metadata"] = {"name": name}
+    manifest["spec"]["traffic"].pop("initialWeights", None)
+    for variant in manifest["spec"]["variants"]:
+        variant.pop("gpuProduct", None)
+        variant["migProfile"] = "1g.18gb"
+        variant["modelMemory"] = "4Gi"
+    manifest["spec"]["rollout"] = {"strategy": "canary", "stepWeight": 20, "maxWeight": 60}
+    manifest["spec"]["analysis"] = {
+        "policyRef": {"name": "sits2026-demo"},
+        "prometheus": {"url": f"http://127.0.0.1:{PROMETHEUS_PORT}"},
+    }
+    return dict(manifest)
+
+
+def phases(cluster: LocalCluster, namespace: str) -> dict[str, tuple[str, int]]:
+    items = json.loads(cluster.kubectl("get", "sitsd", "-n", namespace, "-o", "json").stdout)
+    return {
+        i["metadata"]["name"]: (
+            (i.get("status") or {}).get("phase", "-"),
+            (i.get("status") or {}).get("candidateWeight", 0),
+        )
+        for i in items["items"]
+    }
+
+
+def follow(cluster: LocalCluster, namespace: str, done: set[str], timeout: float = 240) -> None:
+    """Print each change of phase or weight until every resource is in `done`."""
+    deadline, last = time.monotonic() + timeout, ""
+    while time.monotonic() < deadline:
+        state = phases(cluster, namespace)
+        line = "  ".join(f"{n}: {p} (candidate {w}%)" for n, (p, w) in sorted(state.items()))
         if line != last:
-            print(f"  {line}", flush=True)
+            print(f"  [{time.strftime('%H:%M:%S')}] {line}", flush=True)
             last = line
-        if phases and all(p == "Ready" for p in phases.values()):
+        if state and all(p in done for p, _ in state.values()):
             return
         time.sleep(1)
-    raise SystemExit(f"not all SitsDeployments became Ready within {timeout:.0f} s: {last}")
+    raise SystemExit(f"rollouts did not finish within {timeout:.0f} s: {last}")
+
+
+def install(cluster: LocalCluster) -> None:
+    kubectl = cluster.kubectl
+    kubectl("apply", "--server-side", "--field-manager=sits-demo", "-f", str(REPO / "crds"))
+    kubectl(
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "crd/sitsdeployments.sits.dev",
+        "crd/sitspolicies.sits.dev",
+    )
+    time.sleep(1)  # let kubectl's discovery see the new kinds
+    kubectl("apply", "--server-side", "--field-manager=sits-demo", "-f", str(REPO / "policies"))
+    kubectl("apply", "-f", "-", input=json.dumps(demo_policy()))
 
 
 def demo() -> None:
@@ -93,46 +215,62 @@ def demo() -> None:
     cluster = LocalCluster(progress=print)
     cluster.up()
     kubectl = cluster.kubectl
-    say("installing the SITS CRDs and the default SITS2026 policy")
-    kubectl("apply", "--server-side", "--field-manager=sits-demo", "-f", str(REPO / "crds"))
-    kubectl("wait", "--for=condition=Established", "--timeout=60s",
-            "crd/sitsdeployments.sits.dev", "crd/sitspolicies.sits.dev")  # fmt: skip
-    time.sleep(1)  # let kubectl's discovery see the new kinds
-    kubectl("apply", "--server-side", "--field-manager=sits-demo", "-f", str(REPO / "policies"))
+    say("installing the SITS CRDs, the SITS2026 policy and a fast demo copy of it")
+    install(cluster)
+    say("starting Prometheus (real) and a synthetic source of the gateway's metrics")
+    start_metrics_stack(cluster)
     say("running the operator")
-    start_operator(cluster)
-    say("applying the examples")
+    Background(cluster, "sits-operator").start(
+        [
+            sys.executable,
+            "-m",
+            "sits_operator",
+            "--metrics-address",
+            f"127.0.0.1:{OPERATOR_METRICS}",
+        ],
+        env={**os.environ, "KUBECONFIG": str(cluster.kubeconfig)},
+    )
+    say("applying the examples (vLLM + sidecar pods placed on fake MIG nodes)")
     for name in EXAMPLES:
         print(kubectl("apply", "-n", "default", "-f", str(REPO / "examples" / name)).stdout.strip())
-    say("waiting for every SitsDeployment to be Ready")
-    wait_all_ready(cluster)
-    say("kubectl get sitsd")
-    print(kubectl("get", "sitsd", "-A").stdout)
-    say("kubectl get pods -o wide   (vLLM pods placed on fake MIG nodes by the real scheduler)")
+    follow(cluster, "default", {"Ready", "Progressing"}, timeout=120)
     print(kubectl("get", "pods", "-n", "default", "-o", "wide").stdout)
-    say("MIG slices per node (allocatable)")
-    print(kubectl("get", "nodes", "-o", "custom-columns=NODE:.metadata.name,"
-                  "PRODUCT:.metadata.labels.nvidia\\.com/gpu\\.product,"
-                  "1G10:.status.allocatable.nvidia\\.com/mig-1g\\.10gb,"
-                  "3G40:.status.allocatable.nvidia\\.com/mig-3g\\.40gb,"
-                  "1G18:.status.allocatable.nvidia\\.com/mig-1g\\.18gb,"
-                  "2G35:.status.allocatable.nvidia\\.com/mig-2g\\.35gb").stdout)  # fmt: skip
+    say(
+        "two canaries on the H200 node, judged by SITS2026 on 5 s periods:\n"
+        "    'healthy' v2 serves 100 % successes, 'flaky' v2 fails 10 % of requests"
+    )
+    kubectl("create", "namespace", DEMO_NS, check=False)
+    kubectl("apply", "-f", "-", input=json.dumps(DEMO_NODE.manifest()))
+    for name, errors in (("healthy", 0.0), ("flaky", 0.10)):
+        set_traffic(name, "v1", 40, 0.0)
+        set_traffic(name, "v2", 40, errors)
+        kubectl("apply", "-n", DEMO_NS, "-f", "-", input=json.dumps(demo_rollout(name)))
+    follow(cluster, DEMO_NS, {"Succeeded", "RolledBack"})
+    say("kubectl get sitsd -A")
+    print(kubectl("get", "sitsd", "-A").stdout)
+    say("kubectl describe sitsd flaky -n sits-demo   (events)")
+    print(kubectl("describe", "sitsd", "flaky", "-n", DEMO_NS).stdout.split("Events:")[-1])
     say(f"done in {time.monotonic() - started:.0f} s. Try:")
     print(f"  export KUBECONFIG={cluster.kubeconfig}")
-    print("  kubectl describe sitsd chat          # conditions and events")
-    print("  kubectl get sitsd -w                 # then edit a variant's revision")
-    print("  make down                            # stop the operator and the cluster")
+    print("  kubectl get sitsd -A -w")
+    print(f"  kubectl annotate sitsd flaky -n {DEMO_NS} sits.dev/retry=1   # start over")
+    print(
+        f"  Prometheus: http://127.0.0.1:{PROMETHEUS_PORT}  operator metrics: "
+        f"http://127.0.0.1:{OPERATOR_METRICS}/metrics"
+    )
+    print("  make down                            # stop everything")
 
 
 def down() -> None:
     cluster = LocalCluster(progress=print)
-    stop_operator(cluster)
+    for name in ("sits-operator", "prometheus", "sits-synthetic"):
+        Background(cluster, name).stop()
     cluster.down()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--down", action="store_true", help="stop the operator and the cluster")
+    parser.add_argument("--down", action="store_true", help="stop the demo and the cluster")
     args = parser.parse_args()
     down() if args.down else demo()
 

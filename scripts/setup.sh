@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One-time (and idempotent) set-up of everything the demo and the tests need:
-#   - Debian packages: kubectl (and later Prometheus), only when missing;
+#   - Debian packages: kubectl, prometheus, prometheus-alertmanager, only when missing
+#     (Debian's prometheus package does not start a service; tests run their own);
 #   - the Python venv in .venv with the project and its dev tools, re-installed only when
 #     pyproject.toml changes;
 #   - the local control plane binaries, built from the Go module proxy into
@@ -13,13 +14,16 @@ step() { printf '\n==> %s\n' "$*"; }
 step "system packages"
 missing=()
 command -v kubectl >/dev/null || missing+=(kubectl)
+# Real Prometheus and Alertmanager for the analysis tests and the demo (not started here).
+command -v prometheus >/dev/null || missing+=(prometheus)
+command -v prometheus-alertmanager >/dev/null || missing+=(prometheus-alertmanager)
 if ((${#missing[@]})); then
   echo "installing: ${missing[*]}"
   sudo_cmd=""; [[ $(id -u) -ne 0 ]] && sudo_cmd="sudo"
   $sudo_cmd apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
 else
-  echo "kubectl $(kubectl version --client 2>/dev/null | head -1 | awk '{print $3}') present"
+  echo "kubectl, prometheus and prometheus-alertmanager present"
 fi
 command -v go >/dev/null || { echo "Go is required to build the control plane" >&2; exit 1; }
 

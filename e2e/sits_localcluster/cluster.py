@@ -337,9 +337,14 @@ class LocalCluster:
                 alive=functools.partial(self._alive, comp.name),
             )
             if not ok:
+                what = (
+                    "exited during start-up"
+                    if not self._alive(comp.name)
+                    else f"not healthy at {comp.health_url} after {timeout:.0f} s"
+                )
                 raise ClusterError(
-                    f"{comp.name} not healthy at {comp.health_url} after {timeout:.0f} s: "
-                    f"{detail}\nsee {self.log_file(comp.name)}; last lines:\n"
+                    f"{comp.name} {what} ({detail})\n"
+                    f"see {self.log_file(comp.name)}; last lines:\n"
                     + _tail(self.log_file(comp.name))
                 )
             self.progress(f"{comp.name} ready in {time.monotonic() - started:.1f} s")

@@ -119,6 +119,9 @@ def kube_apiserver(lay: Layout) -> Component:
         f"--service-account-signing-key-file={k.sa_key}",
         f"--service-cluster-ip-range={SERVICE_CIDR}",
         "--allow-privileged=true",
+        # Endpoints may not hold loopback IPs, so the default reconciler would fail (and log
+        # an error) every 10 s trying to publish 127.0.0.1 as the `kubernetes` service.
+        "--endpoint-reconciler-type=none",
         # The operator's webhooks/aggregated APIs call out through the front proxy identity.
         f"--proxy-client-cert-file={k.admin_cert}",
         f"--proxy-client-key-file={k.admin_key}",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
 
 import kopf
@@ -13,12 +14,26 @@ from prometheus_client import start_http_server
 
 def _parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="sits-operator", description=__doc__)
-    parser.add_argument("--namespace", "-n", action="append", default=[],
-                        help="watch only these namespaces (default: cluster-wide)")  # fmt: skip
-    parser.add_argument("--metrics-address", default="127.0.0.1:9464",
-                        help="host:port of the operator's own /metrics (empty: off)")  # fmt: skip
-    parser.add_argument("--liveness", default="",
-                        help="Kopf liveness URL, e.g. http://0.0.0.0:8081/healthz")  # fmt: skip
+    parser.add_argument(
+        "--namespace",
+        "-n",
+        action="append",
+        default=[],
+        help="watch only these namespaces (default: cluster-wide)",
+    )
+    parser.add_argument(
+        "--metrics-address",
+        default="127.0.0.1:9464",
+        help="host:port of the operator's own /metrics (empty: off)",
+    )
+    parser.add_argument(
+        "--liveness", default="", help="Kopf liveness URL, e.g. http://0.0.0.0:8081/healthz"
+    )
+    parser.add_argument(
+        "--alert-webhook-address",
+        default="127.0.0.1:9465",
+        help="host:port of the Alertmanager webhook receiver (empty: off)",
+    )
     parser.add_argument("--verbose", "-v", action="store_true")
     return parser.parse_args(argv)
 
@@ -29,9 +44,12 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format='{"ts":"%(asctime)s","level":"%(levelname)s","logger":"%(name)s","msg":"%(message)s"}',
     )
+    if not args.verbose:  # Kopf reports every event handler's success at INFO
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     if args.metrics_address:
         host, _, port = args.metrics_address.rpartition(":")
         start_http_server(int(port), addr=host or "127.0.0.1")
+    os.environ["SITS_ALERT_WEBHOOK_ADDRESS"] = args.alert_webhook_address
     from sits_operator.handlers import operator as _handlers  # noqa: F401  (registers handlers)
 
     asyncio.run(

@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+from sits_localcluster.prometheus import free_port
+
 
 class OperatorProcess:
     """One operator process against the local cluster; restartable, logs kept on disk."""
@@ -18,6 +20,11 @@ class OperatorProcess:
         self._log_dir = log_dir
         self._proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
+        self.alert_port = free_port()
+
+    @property
+    def alert_webhook_url(self) -> str:
+        return f"http://127.0.0.1:{self.alert_port}/api/v1/alerts"
 
     @property
     def log_path(self) -> Path:
@@ -28,7 +35,8 @@ class OperatorProcess:
         env = {**os.environ, "KUBECONFIG": str(self._kubeconfig), "SITS_RESYNC_SECONDS": "20"}
         with self.log_path.open("wb") as log:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "sits_operator", "--metrics-address", ""],
+                [sys.executable, "-m", "sits_operator", "--metrics-address", "",
+                 "--alert-webhook-address", f"127.0.0.1:{self.alert_port}"],
                 stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
             )  # fmt: skip
         self.wait_for_log("startup", "sits-operator started", timeout=30)

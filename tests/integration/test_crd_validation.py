@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -94,7 +95,13 @@ def dry_run(cluster: Any, obj: Obj, namespace: str | None, *, verb: str = "apply
 
 
 def accepted(cluster: Any, obj: Obj, namespace: str | None) -> Obj:
-    """The object as the apiserver would store it (defaults applied); fails if rejected."""
+    """The object as the apiserver would create it (defaults applied); fails if rejected.
+
+    The name gets a random suffix: a dry-run create of a name that exists (sits2026 is
+    installed by other tests) would fail with AlreadyExists.
+    """
+    obj = copy.deepcopy(obj)
+    obj["metadata"]["name"] += f"-{uuid.uuid4().hex[:6]}"
     result = dry_run(cluster, obj, namespace, verb="create")
     assert result.returncode == 0, result.stderr
     stored: Obj = json.loads(result.stdout)

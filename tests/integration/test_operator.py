@@ -18,6 +18,9 @@ from tests.integration.operator_process import OperatorProcess
 pytestmark = pytest.mark.cluster
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = yaml.safe_load((REPO / "examples" / "chat-canary.yaml").read_text())
+# These tests are about reconciling objects, not analysis: point at a policy that does not
+# exist (whatever policies an earlier demo left in the cluster), so no analysis runs.
+EXAMPLE["spec"]["analysis"]["policyRef"]["name"] = "no-such-policy-for-reconcile-tests"
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +114,10 @@ def test_example_becomes_running_pods_on_fake_mig_nodes(kube: Kube) -> None:
         "Progressing": "False",
         "Invalid": "False",
         "Unschedulable": "False",
+        "Analysis": "False",
     }
+    analysis = next(c for c in status["conditions"] if c["type"] == "Analysis")
+    assert analysis["reason"] == "PolicyNotFound"
 
     deployments = {d["metadata"]["name"]: d for d in kube.items("deployments")}
     assert set(deployments) == {"chat-v1", "chat-v2"}

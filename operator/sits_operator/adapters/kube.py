@@ -87,9 +87,14 @@ class ApiKubeWriter:
 
     async def patch_status(self, *, namespace: str, name: str, status: dict[str, Any]) -> None:
         await self._custom.patch_namespaced_custom_object_status(
-            API_GROUP, API_VERSION, namespace, PLURAL, name, {"status": status},
+            API_GROUP,
+            API_VERSION,
+            namespace,
+            PLURAL,
+            name,
+            {"status": status},
             _content_type=MERGE,  # type: ignore[call-arg]  # accepted via **kwargs at run time
-        )  # fmt: skip
+        )
 
 
 async def api_client_from_environment(kubeconfig: str | None = None) -> client.ApiClient:
@@ -107,3 +112,47 @@ def make_kube_writer(api_client: client.ApiClient | None, *, field_manager: str)
     if api_client is None:
         return NoopKubeWriter()
     return ApiKubeWriter(api_client, field_manager=field_manager)
+
+
+async def read_secret_value(
+    api_client: client.ApiClient, *, namespace: str, name: str, key: str
+) -> str:
+    """One key of a Secret, decoded (e.g. the bearer token for Prometheus)."""
+    import base64
+
+    secret = await client.CoreV1Api(api_client).read_namespaced_secret(name, namespace)
+    data = secret.data or {}
+    if key not in data:
+        raise KeyError(f"secret {namespace}/{name} has no key {key!r}")
+    return base64.b64decode(data[key]).decode()
+
+
+async def create_event(
+    api_client: client.ApiClient, *, obj: dict[str, Any], type_: str, reason: str, message: str
+) -> None:
+    """A core/v1 Event on `obj`, for code that runs outside Kopf's handlers (webhooks)."""
+    import datetime
+    import uuid
+
+    meta = obj["metadata"]
+    now = datetime.datetime.now(datetime.UTC)
+    event = client.CoreV1Event(
+        metadata=client.V1ObjectMeta(
+            name=f"{meta['name']}.{uuid.uuid4().hex[:12]}", namespace=meta["namespace"]
+        ),
+        involved_object=client.V1ObjectReference(
+            api_version=obj["apiVersion"],
+            kind=obj["kind"],
+            name=meta["name"],
+            namespace=meta["namespace"],
+            uid=meta["uid"],
+        ),
+        type=type_,
+        reason=reason,
+        message=message[:1024],
+        first_timestamp=now,
+        last_timestamp=now,
+        count=1,
+        source=client.V1EventSource(component="sits-operator"),
+    )
+    await client.CoreV1Api(api_client).create_namespaced_event(meta["namespace"], event)

@@ -96,9 +96,10 @@ class PrometheusProvider:
 
     async def samples(self, rule: Rule, target: Target) -> RuleSamples:
         count_query = REQUESTS_QUERY.format(
-            namespace=target.namespace, deployment=target.deployment,
+            namespace=target.namespace,
+            deployment=target.deployment,
             window=format_duration(rule.window_seconds),
-        )  # fmt: skip
+        )
         try:
             values = await self._values(rule, target)
             counts = await self._query(count_query)

@@ -48,7 +48,7 @@ def plan_children(desired: list[Manifest], observed: tuple[ObservedChild, ...]) 
         for m in desired
         if (child := seen.get(_key(m))) is None or child.template_hash != _hash(m)
     )
-    to_delete = tuple(sorted(
-        (key for key in seen if key not in wanted), key=lambda k: (k.kind, k.name)
-    ))  # fmt: skip
+    to_delete = tuple(
+        sorted((key for key in seen if key not in wanted), key=lambda k: (k.kind, k.name))
+    )
     return Plan(apply=to_apply, delete=to_delete)

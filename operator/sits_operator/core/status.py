@@ -7,6 +7,7 @@ Only the fields this module owns are computed; fields owned by the analysis loop
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +36,12 @@ class StatusInputs:
     observed: ObservedState
     previous: dict[str, Any]
     now: str
+    # Weights the analysis loop decided (None: no analysis, use spec's initial weights).
+    decided_weights: Mapping[str, int] | None = None
+    # The analysis phase (Progressing, Paused, ...) when a candidate is under analysis.
+    analysis_phase: str | None = None
+    # (healthy, reason, message) of the Analysis condition; None leaves it as it was.
+    analysis_condition: tuple[bool, str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -62,9 +69,15 @@ def _ready_replicas(variant: Variant, observed: ObservedState) -> int:
     return deployment.ready_replicas if deployment is not None else 0
 
 
-def effective_weights(spec: SitsDeploymentSpec, observed: ObservedState) -> dict[str, int]:
+def effective_weights(
+    spec: SitsDeploymentSpec,
+    observed: ObservedState,
+    decided: Mapping[str, int] | None = None,
+) -> dict[str, int]:
     """A variant without ready pods gets no traffic; its share goes back to stable."""
     weights = initial_weights(spec)
+    if decided is not None:
+        weights = {name: int(decided.get(name, 0)) for name in weights}
     stable = spec.stable.name
     if _ready_replicas(spec.stable, observed) == 0:
         return weights  # nothing better to route to; keep the intent visible
@@ -99,27 +112,36 @@ def _not_ready_summary(spec: SitsDeploymentSpec, observed: ObservedState) -> str
 def _unschedulable_message(spec: SitsDeploymentSpec, observed: ObservedState) -> str:
     messages = []
     for variant in spec.variants:
-        reasons = sorted({p.unschedulable_message for p in observed.pods_of(variant.name)
-                          if p.unschedulable_message})  # fmt: skip
+        reasons = sorted(
+            {
+                p.unschedulable_message
+                for p in observed.pods_of(variant.name)
+                if p.unschedulable_message
+            }
+        )
         if reasons:
             messages.append(f"variant {variant.name} ({variant.mig_profile}): {reasons[0]}")
     return "; ".join(messages)
 
 
-def _variant_rows(spec: SitsDeploymentSpec, observed: ObservedState) -> list[dict[str, Any]]:
-    weights = effective_weights(spec, observed)
+def _variant_rows(
+    spec: SitsDeploymentSpec, observed: ObservedState, decided: Mapping[str, int] | None
+) -> list[dict[str, Any]]:
+    weights = effective_weights(spec, observed, decided)
     rows = []
     for variant in spec.variants:
         deployment = observed.deployment(variant.name)
-        rows.append({
-            "name": variant.name,
-            "role": variant.role.value,
-            "revision": variant.revision,
-            "replicas": variant.replicas,
-            "readyReplicas": deployment.ready_replicas if deployment else 0,
-            "updatedReplicas": deployment.updated_replicas if deployment else 0,
-            "weight": weights[variant.name],
-        })  # fmt: skip
+        rows.append(
+            {
+                "name": variant.name,
+                "role": variant.role.value,
+                "revision": variant.revision,
+                "replicas": variant.replicas,
+                "readyReplicas": deployment.ready_replicas if deployment else 0,
+                "updatedReplicas": deployment.updated_replicas if deployment else 0,
+                "weight": weights[variant.name],
+            }
+        )
     return rows
 
 
@@ -132,26 +154,60 @@ def _conditions(inputs: StatusInputs) -> list[Condition]:
     now, gen = inputs.now, inputs.generation
     conds = _previous_conditions(inputs.previous)
     invalid = "; ".join(inputs.problems)
-    conds = set_condition(conds, type_=ConditionType.INVALID, status=bool(invalid),
-                          reason="InvalidSpec" if invalid else "SpecValid",
-                          message=invalid, now=now, generation=gen)  # fmt: skip
+    conds = set_condition(
+        conds,
+        type_=ConditionType.INVALID,
+        status=bool(invalid),
+        reason="InvalidSpec" if invalid else "SpecValid",
+        message=invalid,
+        now=now,
+        generation=gen,
+    )
     if inputs.spec is None or invalid:
         return conds  # keep the last known Ready/Progressing/Unschedulable as they were
     unsched = _unschedulable_message(inputs.spec, inputs.observed)
-    conds = set_condition(conds, type_=ConditionType.UNSCHEDULABLE, status=bool(unsched),
-                          reason="InsufficientGPUResources" if unsched else "Scheduled",
-                          message=unsched, now=now, generation=gen)  # fmt: skip
+    conds = set_condition(
+        conds,
+        type_=ConditionType.UNSCHEDULABLE,
+        status=bool(unsched),
+        reason="InsufficientGPUResources" if unsched else "Scheduled",
+        message=unsched,
+        now=now,
+        generation=gen,
+    )
+    if inputs.analysis_condition is not None:
+        healthy, reason, message = inputs.analysis_condition
+        conds = set_condition(
+            conds,
+            type_=ConditionType.ANALYSIS,
+            status=healthy,
+            reason=reason,
+            message=message,
+            now=now,
+            generation=gen,
+        )
     pending = _not_ready_summary(inputs.spec, inputs.observed)
-    conds = set_condition(conds, type_=ConditionType.READY, status=not pending,
-                          reason="VariantsNotReady" if pending else "AllVariantsReady",
-                          message=pending or "all variants have their ready replicas",
-                          now=now, generation=gen)  # fmt: skip
-    return set_condition(conds, type_=ConditionType.PROGRESSING, status=bool(pending),
-                         reason="RollingOut" if pending else "RolloutComplete",
-                         message=pending, now=now, generation=gen)  # fmt: skip
+    conds = set_condition(
+        conds,
+        type_=ConditionType.READY,
+        status=not pending,
+        reason="VariantsNotReady" if pending else "AllVariantsReady",
+        message=pending or "all variants have their ready replicas",
+        now=now,
+        generation=gen,
+    )
+    return set_condition(
+        conds,
+        type_=ConditionType.PROGRESSING,
+        status=bool(pending),
+        reason="RollingOut" if pending else "RolloutComplete",
+        message=pending,
+        now=now,
+        generation=gen,
+    )
 
 
-def _phase(conds: list[Condition]) -> Phase:
+def _phase(conds: list[Condition], analysis_phase: str | None) -> Phase:
     def true(type_: str) -> bool:
         cond = find(conds, type_)
         return cond is not None and cond.status == "True"
@@ -160,6 +216,8 @@ def _phase(conds: list[Condition]) -> Phase:
         return Phase.INVALID
     if true(ConditionType.UNSCHEDULABLE):
         return Phase.DEGRADED
+    if analysis_phase is not None:
+        return Phase(analysis_phase)
     return Phase.READY if true(ConditionType.READY) else Phase.PROGRESSING
 
 
@@ -174,7 +232,7 @@ def _message(phase: Phase, conds: list[Condition]) -> str:
 def compute_status(inputs: StatusInputs) -> StatusResult:
     """The whole owned status for this generation, plus the transitions worth an event."""
     conds = _conditions(inputs)
-    phase = _phase(conds)
+    phase = _phase(conds, inputs.analysis_phase)
     status: dict[str, Any] = {
         "observedGeneration": inputs.generation,
         "phase": phase.value,
@@ -183,7 +241,7 @@ def compute_status(inputs: StatusInputs) -> StatusResult:
     }
     spec = inputs.spec
     if spec is not None and not inputs.problems:
-        rows = _variant_rows(spec, inputs.observed)
+        rows = _variant_rows(spec, inputs.observed, inputs.decided_weights)
         candidate = spec.candidates[0] if spec.candidates else None
         status["stableVariant"] = spec.stable.name
         status["candidateVariant"] = candidate.name if candidate else ""

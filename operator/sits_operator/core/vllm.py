@@ -31,16 +31,23 @@ def vllm_args(variant: Variant, served_model_name: str, settings: OperatorSettin
     come last (the CRD forbids them from overriding the owned ones).
     """
     args = [
-        "--model", variant.model,
-        "--served-model-name", served_model_name,
-        "--revision", variant.revision,
-        "--port", str(settings.vllm_port),
-        "--kv-cache-memory-bytes", str(kv_cache_bytes(variant, settings)),
-    ]  # fmt: skip
+        "--model",
+        variant.model,
+        "--served-model-name",
+        served_model_name,
+        "--revision",
+        variant.revision,
+        "--port",
+        str(settings.vllm_port),
+        "--kv-cache-memory-bytes",
+        str(kv_cache_bytes(variant, settings)),
+    ]
     if variant.serves_adapters:
         args += [
             "--enable-lora",
-            "--max-loras", str(variant.lora.max_loras),
-            "--max-lora-rank", str(variant.lora.max_lora_rank),
-        ]  # fmt: skip
+            "--max-loras",
+            str(variant.lora.max_loras),
+            "--max-lora-rank",
+            str(variant.lora.max_lora_rank),
+        ]
     return args + list(variant.vllm_args)

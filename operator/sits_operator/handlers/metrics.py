@@ -21,3 +21,16 @@ RECONCILE_SECONDS = Histogram(
     "Wall time of one reconcile pass.",
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
 )
+DECISIONS = Counter(
+    "sits_operator_decisions_total",
+    "Analysis decisions by action and what triggered them (event reason, or period).",
+    ["action", "trigger"],
+)
+EVALUATION_SECONDS = Histogram(
+    "sits_operator_evaluation_duration_seconds",
+    "Wall time of one analysis evaluation (queries included).",
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+PROMETHEUS_ERRORS = Counter(
+    "sits_operator_prometheus_errors_total", "Rule queries that failed (Error verdicts)."
+)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from typing import Any
 
 import kopf
@@ -19,6 +20,8 @@ from sits_operator.adapters.kube import api_client_from_environment, make_kube_w
 from sits_operator.adapters.settings import settings_from_env
 from sits_operator.core import naming
 from sits_operator.handlers import observe
+from sits_operator.handlers.alerts import start_alert_server
+from sits_operator.handlers.analysis import Analyzer
 from sits_operator.handlers.reconcile import Reconciler
 from sits_operator.handlers.wakeups import Wakeups
 from sits_operator.model.spec import API_GROUP, API_VERSION, PLURAL
@@ -28,6 +31,12 @@ WAKEUPS = Wakeups()
 OWNED = {naming.LABEL_MANAGED_BY: naming.MANAGED_BY}
 SELECTED = {naming.LABEL_DEPLOYMENT: kopf.PRESENT}
 DEBOUNCE_SECONDS = 0.2
+
+
+def loop_time() -> float:
+    return asyncio.get_running_loop().time()
+
+
 ERROR_BACKOFF_SECONDS = 5.0
 
 
@@ -45,12 +54,18 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     memo["reconciler"] = Reconciler(
         writer=make_kube_writer(api, field_manager=operator_settings.field_manager),
         settings=operator_settings,
+        analyzer=Analyzer(api),
     )
+    address = os.environ.get("SITS_ALERT_WEBHOOK_ADDRESS", "")
+    if address:
+        memo["alerts"] = await start_alert_server(api, address)
     log.info("sits-operator started (field manager %s)", operator_settings.field_manager)
 
 
 @kopf.on.cleanup()
 async def close(memo: kopf.Memo, **_: Any) -> None:
+    if "alerts" in memo:
+        await memo["alerts"].cleanup()
     await memo["api"].close()
 
 
@@ -80,11 +95,26 @@ def child_objects(
 @kopf.index("", "v1", "pods", labels=SELECTED)
 def child_pods(
     *,
-    namespace: str | None, name: str, labels: kopf.Labels, spec: kopf.Spec, status: kopf.Status,
+    namespace: str | None,
+    name: str,
+    labels: kopf.Labels,
+    spec: kopf.Spec,
+    status: kopf.Status,
     **_: Any,
-) -> Any:  # fmt: skip
+) -> Any:
     key = observe.parent_key(namespace, labels)
     return {key: observe.pod_entry(name, labels, spec, status)} if key else None
+
+
+@kopf.index(API_GROUP, API_VERSION, "sitspolicies")
+def policies(*, name: str, spec: kopf.Spec, **_: Any) -> Any:
+    return {name: dict(spec)}
+
+
+@kopf.on.event(API_GROUP, API_VERSION, "sitspolicies")
+def wake_on_policy_change(**_: Any) -> None:
+    """A policy change may change the interval or rules of every rollout using it."""
+    WAKEUPS.wake_all()
 
 
 @kopf.on.event("apps", "v1", "deployments", labels=OWNED)
@@ -119,6 +149,7 @@ async def reconcile_loop(
     key = (namespace, name)
     WAKEUPS.event_for(key)
     log.info("reconcile loop started for %s/%s", namespace, name)
+    analysis_due_at = 0.0  # analyse on the first pass
     try:
         while not stopped:
             WAKEUPS.event_for(key).clear()
@@ -129,12 +160,29 @@ async def reconcile_loop(
                 pods=kwargs["child_pods"],
             )
             delay = reconciler.settings.resync_seconds
+            now = loop_time()
             try:
-                await reconciler.reconcile(body, observed)
+                next_in = await reconciler.reconcile(
+                    body, observed, policies=kwargs["policies"], analyze=now >= analysis_due_at
+                )
+                if next_in is not None:
+                    if now >= analysis_due_at:
+                        analysis_due_at = now + next_in
+                    delay = min(delay, max(analysis_due_at - loop_time(), 0.05))
             except ApiException as exc:
-                log.warning("reconcile of %s/%s failed: %s %s", namespace, name, exc.status,
-                            exc.reason)  # fmt: skip
+                log.warning(
+                    "reconcile of %s/%s failed: %s %s: %s",
+                    namespace,
+                    name,
+                    exc.status,
+                    exc.reason,
+                    str(exc.body)[:500],
+                )
                 kopf.warn(body, reason="ReconcileFailed", message=f"{exc.status} {exc.reason}")
+                delay = ERROR_BACKOFF_SECONDS
+            except Exception as exc:  # a bug must not stop this object's loop for good
+                log.exception("reconcile of %s/%s crashed", namespace, name)
+                kopf.warn(body, reason="ReconcileFailed", message=f"{type(exc).__name__}: {exc}")
                 delay = ERROR_BACKOFF_SECONDS
             await WAKEUPS.wait(key, resync=delay, debounce=DEBOUNCE_SECONDS)
     except asyncio.CancelledError:

@@ -20,9 +20,17 @@ from sits_operator.adapters.kube import KubeWriter
 from sits_operator.core import naming
 from sits_operator.core.plan import Plan, plan_children
 from sits_operator.core.render import render_children
+from sits_operator.core.rollout_plan import revision_key
 from sits_operator.core.status import OWNED_FIELDS, StatusInputs, StatusResult, compute_status
 from sits_operator.core.validation import semantic_problems
 from sits_operator.handlers import metrics
+from sits_operator.handlers.analysis import Analyzer, commands_from, policy_from_index
+from sits_operator.handlers.analysis_status import (
+    analysis_condition,
+    analysis_fields,
+    commands_pending,
+)
+from sits_operator.model.analysis import AnalysisState
 from sits_operator.model.observed import ObservedChild, ObservedState
 from sits_operator.model.settings import OperatorSettings
 from sits_operator.model.spec import ObjectRef, SitsDeploymentSpec, parse_spec
@@ -42,23 +50,49 @@ def post_event(body: Any, type_: str, reason: str, message: str) -> None:
     kopf.event(body, type=type_, reason=reason, message=message)
 
 
+def seconds_to_next_period(now: float, interval: float) -> float:
+    """Evaluate just after each period boundary, so each period is evaluated once."""
+    return interval - (now % interval) + 0.5
+
+
 def utc_now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class AnalysisView:
+    """What the status computation needs from the analysis step of this pass."""
+
+    fields: dict[str, Any]
+    decided_weights: dict[str, int] | None = None
+    phase: str | None = None
+    condition: tuple[bool, str, str] | None = None
+    next_in: float | None = None
 
 
 @dataclass
 class Reconciler:
     writer: KubeWriter
     settings: OperatorSettings
+    analyzer: Analyzer | None = None
     post: EventPoster = post_event
     clock: Callable[[], float] = time.monotonic
+    wall_clock: Callable[[], float] = time.time
     _recent: dict[tuple[str, str, str], tuple[str, float]] = field(default_factory=dict)
     _written_status: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
 
-    async def reconcile(self, body: Any, observed: ObservedState) -> None:
+    async def reconcile(
+        self,
+        body: Any,
+        observed: ObservedState,
+        *,
+        policies: Mapping[str, Any] | None = None,
+        analyze: bool = False,
+    ) -> float | None:
+        """One pass; returns seconds until the next analysis is due (None: no analysis)."""
         started = self.clock()
         try:
-            await self._reconcile(body, observed)
+            return await self._reconcile(body, observed, policies or {}, analyze)
         except Exception:
             metrics.RECONCILES.labels(result="error").inc()
             raise
@@ -67,27 +101,106 @@ class Reconciler:
         finally:
             metrics.RECONCILE_SECONDS.observe(self.clock() - started)
 
+    def _previous_status(self, owner: ObjectRef, body: Any) -> dict[str, Any]:
+        """The status as last known: the watch cache may not show our last write yet.
+
+        The operator is the only writer of these fields, so what it wrote last is at least
+        as new as any cached copy; without this, a pass woken before the cache caught up
+        would recompute from stale analysis state (and count or reset it wrongly).
+        """
+        cached = dict(body.get("status") or {})
+        return {**cached, **self._written_status.get((owner.namespace, owner.name), {})}
+
     def forget(self, namespace: str, name: str) -> None:
         """Drop per-object memory when the SitsDeployment goes away."""
         self._written_status.pop((namespace, name), None)
         for key in [k for k in self._recent if k[0] == namespace and k[2].startswith(name)]:
             self._recent.pop(key, None)
 
-    async def _reconcile(self, body: Any, observed: ObservedState) -> None:
+    async def _reconcile(
+        self, body: Any, observed: ObservedState, policies: Mapping[str, Any], analyze: bool
+    ) -> float | None:
         meta = body["metadata"]
         owner = ObjectRef(
-            name=meta["name"], namespace=meta["namespace"], uid=meta["uid"],
+            name=meta["name"],
+            namespace=meta["namespace"],
+            uid=meta["uid"],
             generation=int(meta.get("generation") or 0),
-        )  # fmt: skip
+        )
         spec, problems = self._parse(body.get("spec") or {})
         if spec is not None and not problems:
             observed = await self._converge(body, owner, spec, observed)
-        previous = dict(body.get("status") or {})
-        result = compute_status(StatusInputs(
-            generation=owner.generation, spec=spec, problems=tuple(problems),
-            observed=observed, previous=previous, now=utc_now(),
-        ))  # fmt: skip
+        previous = self._previous_status(owner, body)
+        view = AnalysisView(fields={})
+        if spec is not None and not problems:
+            view = await self._analysis(body, owner, spec, observed, previous, policies, analyze)
+        result = compute_status(
+            StatusInputs(
+                generation=owner.generation,
+                spec=spec,
+                problems=tuple(problems),
+                observed=observed,
+                previous=previous,
+                now=utc_now(),
+                decided_weights=view.decided_weights,
+                analysis_phase=view.phase,
+                analysis_condition=view.condition,
+            )
+        )
+        if view.fields:
+            result = StatusResult(
+                {**result.status, **view.fields}, result.phase_changed, result.flipped
+            )
         await self._write_status(body, owner, previous, result)
+        return view.next_in
+
+    async def _analysis(
+        self,
+        body: Any,
+        owner: ObjectRef,
+        spec: SitsDeploymentSpec,
+        observed: ObservedState,
+        previous: dict[str, Any],
+        policies: Mapping[str, Any],
+        analyze: bool,
+    ) -> AnalysisView:
+        """Run the analysis step when due (or a command waits); else reuse stored state."""
+        if self.analyzer is None or not spec.candidates:
+            return AnalysisView(fields={})
+        policy = policy_from_index(policies, spec.analysis.policy_ref.name)
+        if policy is None:
+            message = f"SitsPolicy {spec.analysis.policy_ref.name!r} not found; no analysis"
+            return AnalysisView(fields={}, condition=(False, "PolicyNotFound", message))
+        state = AnalysisState.from_dict(dict(previous.get("analysis") or {}))
+        annotations = dict(body["metadata"].get("annotations") or {})
+        next_in = seconds_to_next_period(self.wall_clock(), policy.interval_seconds)
+        if not analyze and not commands_pending(state, commands_from(annotations)):
+            if state.revision_key != revision_key(spec):
+                return AnalysisView(fields={}, next_in=next_in)
+            return AnalysisView(
+                fields={},
+                decided_weights=state.weights or None,
+                phase=state.phase.value,
+                next_in=next_in,
+            )
+        decision = await self.analyzer.evaluate(
+            owner=owner,
+            spec=spec,
+            policy=policy,
+            observed=observed,
+            previous_status=previous,
+            annotations=annotations,
+        )
+        for note in decision.events:
+            self.post(body, note.type, note.reason, note.message)
+        candidate = spec.candidates[0].name
+        return AnalysisView(
+            fields=analysis_fields(decision, candidate, self.wall_clock()),
+            decided_weights=decision.state.weights or None,
+            phase=decision.state.phase.value,
+            condition=analysis_condition(decision, tuple(v.name for v in spec.candidates)),
+            next_in=next_in,
+        )
 
     def _parse(self, raw: Mapping[str, Any]) -> tuple[SitsDeploymentSpec | None, list[str]]:
         try:
@@ -145,13 +258,14 @@ class Reconciler:
         self, body: Any, owner: ObjectRef, previous: dict[str, Any], result: StatusResult
     ) -> None:
         key = (owner.namespace, owner.name)
-        if not result.differs_from(previous) or result.status == self._written_status.get(key):
+        if not result.differs_from(previous):
             return
         patch = dict(result.status)
         for field_name in OWNED_FIELDS:
             patch.setdefault(field_name, None)  # merge patch: drop owned fields we no longer set
         await self.writer.patch_status(namespace=owner.namespace, name=owner.name, status=patch)
-        self._written_status[key] = result.status
+        written = {**self._written_status.get(key, {}), **patch}
+        self._written_status[key] = {k: v for k, v in written.items() if v is not None}
         metrics.STATUS_WRITES.inc()
         self._announce(body, previous, result)
 
@@ -162,11 +276,15 @@ class Reconciler:
             before = previous.get("phase") or "(none)"
             self.post(body, "Normal", "PhaseChanged", f"{before} -> {phase}")
         for cond in result.flipped:
-            warn = (cond.type in (ConditionType.INVALID, ConditionType.UNSCHEDULABLE)
-                    and cond.status == "True")  # fmt: skip
+            warn = (
+                cond.type in (ConditionType.INVALID, ConditionType.UNSCHEDULABLE)
+                and cond.status == "True"
+            )
             if cond.status == "False" and cond.type != ConditionType.READY and not previous:
                 continue  # a healthy first status needs no "X is False" events
             self.post(
-                body, "Warning" if warn else "Normal", f"{cond.type}{cond.status}",
+                body,
+                "Warning" if warn else "Normal",
+                f"{cond.type}{cond.status}",
                 cond.message or cond.reason,
-            )  # fmt: skip
+            )

@@ -23,6 +23,10 @@ class Wakeups:
         if event is not None:
             event.set()
 
+    def wake_all(self) -> None:
+        for event in self._events.values():
+            event.set()
+
     def drop(self, key: ParentKey) -> None:
         self._events.pop(key, None)
 

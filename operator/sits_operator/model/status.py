@@ -23,6 +23,7 @@ class ConditionType(StrEnum):
     PROGRESSING = "Progressing"
     INVALID = "Invalid"
     UNSCHEDULABLE = "Unschedulable"
+    ANALYSIS = "Analysis"
 
 
 @dataclass(frozen=True)

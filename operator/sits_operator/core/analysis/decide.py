@@ -1,0 +1,113 @@
+"""`decide`: one evaluation of one SitsDeployment, from observations to a Decision.
+
+The order matters and is the whole contract:
+1. a new candidate revision restarts the analysis (DESIGN.md 5);
+2. new manual commands act, each acknowledged once;
+3. terminal phases (Succeeded, RolledBack) do nothing;
+4. a period already counted is not counted again (an operator restart is harmless);
+5. otherwise the period is judged and counted (see `period`).
+Steps 1-2 do not count the period; step 1 (and retry) marks it evaluated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+
+from sits_operator.core.analysis import period
+from sits_operator.core.analysis.commands import apply_commands
+from sits_operator.core.analysis.outcome import (
+    TERMINAL,
+    Context,
+    Outcome,
+    hold,
+    normal,
+    to_decision,
+    transition,
+)
+from sits_operator.core.analysis.transitions import restart
+from sits_operator.core.analysis.verdicts import judge_rules, rows
+from sits_operator.core.analysis.weights import current_weights
+from sits_operator.model.analysis import (
+    AnalysisPhase,
+    AnalysisState,
+    Command,
+    Decision,
+    RolloutPlan,
+    RuleSamples,
+)
+from sits_operator.model.policy import Policy
+
+
+def decide(
+    *,
+    policy: Policy,
+    plan: RolloutPlan,
+    state: AnalysisState,
+    observations: tuple[RuleSamples, ...],
+    observed_weights: Mapping[str, int],
+    commands: Mapping[Command, str],
+    now: float,
+) -> Decision:
+    """The whole next analysis state and what to do to traffic, from one observation."""
+    current = current_weights(plan, observed_weights, state)
+    ctx = Context(policy, plan, observations, current, now, dict(observed_weights))
+    opening = _open(ctx, state, commands)
+    if opening is not None:
+        return to_decision(opening, ctx.observed)
+    if state.phase in TERMINAL:
+        return _terminal(ctx, state)
+    if state.last_period == ctx.period:
+        return Decision(state, "none", f"period {ctx.period} already evaluated")
+    return _evaluate(ctx, replace(state, weights=current))
+
+
+def _open(ctx: Context, state: AnalysisState, commands: Mapping[Command, str]) -> Outcome | None:
+    """Restart on a new revision, then apply new commands; None when neither happened."""
+    started: Outcome | None = None
+    if state.revision_key != ctx.plan.revision_key:
+        started = restart(ctx, state, *_restart_words(ctx, state))
+    base = started.state if started is not None else _trusted(ctx, state)
+    acted = apply_commands(ctx, base, commands)
+    if started is None or acted is None:
+        return started or acted
+    return started.then(acted)
+
+
+def _restart_words(ctx: Context, state: AnalysisState) -> tuple[str, str]:
+    revision = ctx.plan.revision_key
+    if not state.revision_key:
+        return f"analysis started for revision {revision}", "AnalysisStarted"
+    return f"new revision {revision}: analysis restarted", "AnalysisRestarted"
+
+
+def _trusted(ctx: Context, state: AnalysisState) -> AnalysisState:
+    """Observed weights are the truth while the rollout moves; terminal weights are kept."""
+    return state if state.phase in TERMINAL else replace(state, weights=ctx.current)
+
+
+def _terminal(ctx: Context, state: AnalysisState) -> Decision:
+    """Succeeded and RolledBack wait for a new revision or retry; drifted weights are re-set."""
+    reason = f"{state.phase.value}: waiting for a new revision or sits.dev/retry"
+    return to_decision(Outcome(state, "none", reason), ctx.observed)
+
+
+def _evaluate(ctx: Context, state: AnalysisState) -> Decision:
+    """Judge and count this period, then take at most one action."""
+    results = judge_rules(ctx.policy, ctx.plan, ctx.observations)
+    verdicts = rows(results)
+    marked = replace(state, last_period=ctx.period, last_evaluated_at=ctx.now)
+    if state.phase is AnalysisPhase.DEGRADED:
+        reason = "analysis possible again: back to Progressing (this period not counted)"
+        event = normal("Resumed", reason)
+        back = transition(
+            marked, ctx.now, "resume", reason, event=event, phase=AnalysisPhase.PROGRESSING
+        )
+        return to_decision(back, ctx.observed, verdicts)
+    if not ctx.plan.candidates_ready:
+        waiting = hold(marked, "candidates not ready: holding, period not counted")
+        return to_decision(waiting, ctx.observed, verdicts)
+    counted = period.bookkeep(ctx, marked, results)
+    noted = period.error_events(state, counted, results)
+    outcome = period.act(ctx, state, counted, results).after_events(noted)
+    return to_decision(outcome, ctx.observed, verdicts)

@@ -1,0 +1,115 @@
+"""The plumbing of a decision: its inputs (Context) and a partial result (Outcome).
+
+Every state change goes through `transition`, so the rules "a change of weights or phase
+leaves a history entry" and "last_action/last_reason say what happened" hold in one
+place instead of in every branch.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+from sits_operator.model.analysis import (
+    AnalysisPhase,
+    AnalysisState,
+    Decision,
+    EventNote,
+    HistoryEntry,
+    RolloutPlan,
+    RuleSamples,
+    RuleVerdict,
+)
+from sits_operator.model.policy import Policy
+
+TERMINAL = (AnalysisPhase.SUCCEEDED, AnalysisPhase.ROLLED_BACK)
+
+
+@dataclass(frozen=True)
+class Context:
+    """Everything one call of `decide` knows besides the state it updates."""
+
+    policy: Policy
+    plan: RolloutPlan
+    observations: tuple[RuleSamples, ...]
+    current: dict[str, int]  # weights traffic has now (read back, else last decided)
+    now: float
+    observed: dict[str, int]  # exactly what the router reported ({} when it knows nothing)
+
+    @property
+    def period(self) -> int:
+        """Evaluation period number: two calls in one period count it once."""
+        return math.floor(self.now / max(self.policy.interval_seconds, 1e-9))
+
+
+@dataclass(frozen=True)
+class Outcome:
+    state: AnalysisState
+    action: str
+    reason: str
+    events: tuple[EventNote, ...] = ()
+
+    def then(self, later: Outcome) -> Outcome:
+        """Two outcomes in one call (e.g. a restart, then a command): the later one speaks."""
+        return Outcome(later.state, later.action, later.reason, (*self.events, *later.events))
+
+    def after_events(self, events: tuple[EventNote, ...]) -> Outcome:
+        return replace(self, events=(*events, *self.events))
+
+
+def warning(reason: str, message: str) -> EventNote:
+    return EventNote("Warning", reason, message)
+
+
+def normal(reason: str, message: str) -> EventNote:
+    return EventNote("Normal", reason, message)
+
+
+def record(
+    before: AnalysisState,
+    after: AnalysisState,
+    now: float,
+    action: str,
+    reason: str,
+    *,
+    event: EventNote | None = None,
+    force: bool = False,
+) -> Outcome:
+    """Stamp `after` with the action; add history when weights or phase moved (or forced)."""
+    after = replace(after, last_action=action, last_reason=reason)
+    if force or after.weights != before.weights or after.phase != before.phase:
+        after = after.with_history(HistoryEntry(now, action, reason, dict(after.weights)))
+    return Outcome(after, action, reason, () if event is None else (event,))
+
+
+def transition(
+    state: AnalysisState,
+    now: float,
+    action: str,
+    reason: str,
+    *,
+    event: EventNote | None = None,
+    **changes: Any,
+) -> Outcome:
+    """`record` for the common case: the new state is the old one with a few fields changed."""
+    return record(state, replace(state, **changes), now, action, reason, event=event)
+
+
+def hold(state: AnalysisState, reason: str, action: str = "hold") -> Outcome:
+    """Nothing moves; the state only remembers why."""
+    return record(state, state, 0.0, action, reason)
+
+
+def to_decision(
+    outcome: Outcome, observed: dict[str, int], verdicts: tuple[RuleVerdict, ...] = ()
+) -> Decision:
+    """The Decision; weights only when they differ from what the router reported.
+
+    Compared with the raw read-back, so a router that knows nothing yet always gets them.
+    """
+    weights = outcome.state.weights
+    changed = dict(weights) if weights and weights != observed else None
+    return Decision(
+        outcome.state, outcome.action, outcome.reason, changed, verdicts, outcome.events
+    )

@@ -1,0 +1,183 @@
+"""The rollout state machine's moves: restart, step, promote, cut, pause, resume, roll back.
+
+Each move is shared by the policy path and the manual commands, so "abort" and a failing
+rollback rule leave exactly the same state apart from the reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from sits_operator.core.analysis.outcome import (
+    Context,
+    Outcome,
+    hold,
+    normal,
+    record,
+    transition,
+    warning,
+)
+from sits_operator.core.analysis.weights import (
+    capped,
+    is_pause_step,
+    pause_duration,
+    position_for,
+    promotion_weights,
+    rollback_weights,
+    start_position,
+    weights_for,
+)
+from sits_operator.model.analysis import AnalysisPhase, AnalysisState
+
+PROGRESSING = AnalysisPhase.PROGRESSING
+PAUSED = AnalysisPhase.PAUSED
+
+
+def restart(ctx: Context, state: AnalysisState, reason: str, event_reason: str) -> Outcome:
+    """A fresh analysis: counters gone, weights back to the start, acknowledgements kept.
+
+    The period in which it restarts is marked evaluated and not counted: its samples were
+    taken before the new weights (or the new revision) carried traffic.
+    """
+    weights, index = start_position(ctx.plan)
+    fresh = AnalysisState(
+        revision_key=ctx.plan.revision_key,
+        weights=weights,
+        step_index=index,
+        step_started_at=ctx.now,
+        last_period=ctx.period,
+        last_evaluated_at=ctx.now,
+        acknowledged=dict(state.acknowledged),
+        history=state.history,
+    )
+    event = normal(event_reason, reason)
+    return record(state, fresh, ctx.now, "restart", reason, event=event, force=True)
+
+
+def rollback(ctx: Context, state: AnalysisState, reason: str) -> Outcome:
+    """All traffic to stable; terminal until a new revision or sits.dev/retry."""
+    return transition(
+        state,
+        ctx.now,
+        "rollback",
+        reason,
+        event=warning("RolledBack", reason),
+        phase=AnalysisPhase.ROLLED_BACK,
+        weights=rollback_weights(ctx.plan),
+        paused_reason="",
+        consecutive_passes=0,
+    )
+
+
+def succeed(ctx: Context, state: AnalysisState, reason: str) -> Outcome:
+    """Candidates take all traffic; terminal until a new revision or sits.dev/retry."""
+    return transition(
+        state,
+        ctx.now,
+        "promote",
+        reason,
+        event=normal("Promoted", reason),
+        phase=AnalysisPhase.SUCCEEDED,
+        weights=promotion_weights(ctx.plan),
+        paused_reason="",
+    )
+
+
+def pause(ctx: Context, state: AnalysisState, reason: str, *, by_hand: bool = False) -> Outcome:
+    """Stop stepping until sits.dev/resume; a policy-made pause is a Warning."""
+    event = normal("Paused", reason) if by_hand else warning("Paused", reason)
+    return transition(
+        state, ctx.now, "pause", reason, event=event, phase=PAUSED, paused_reason=reason
+    )
+
+
+def resume(ctx: Context, state: AnalysisState, reason: str) -> Outcome:
+    """Back to Progressing with a clean slate: no breaches, no pass streak, no no-data clock."""
+    return transition(
+        state,
+        ctx.now,
+        "resume",
+        reason,
+        event=normal("Resumed", reason),
+        phase=PROGRESSING,
+        paused_reason="",
+        no_data_since=None,
+        breaches={},
+        consecutive_passes=0,
+    )
+
+
+def cut(ctx: Context, state: AnalysisState, rule: str, limit: int, reason: str) -> Outcome:
+    """setWeight: candidates down to at most `limit` %, then climb again from there.
+
+    The rule's breach and the pass streak restart either way, so the rule needs a whole new
+    sustained breach before it acts again. The next step is the first heavier than `limit`;
+    a pause step just before it runs again (a manual gate is never skipped).
+    """
+    breaches = {k: v for k, v in state.breaches.items() if k != rule}
+    calmer = replace(state, breaches=breaches, consecutive_passes=0)
+    weights = capped(ctx.plan, state.weights, limit)
+    if weights == state.weights:
+        return hold(calmer, f"{reason}; candidates already at or below {limit} %")
+    phase = PAUSED if state.phase is PAUSED else PROGRESSING
+    return transition(
+        calmer,
+        ctx.now,
+        "setWeight",
+        reason,
+        event=warning("WeightCut", reason),
+        weights=weights,
+        phase=phase,
+        step_index=position_for(ctx.plan, limit),
+        step_started_at=ctx.now,
+    )
+
+
+def advance(ctx: Context, state: AnalysisState, why: str) -> Outcome:
+    """Next step, or Promoting (candidates at 100 %) after the last one."""
+    index = state.step_index + 1
+    if index >= len(ctx.plan.step_weights):
+        return _promoting(ctx, state, why)
+    weight = ctx.plan.step_weights[index]
+    weights = state.weights if weight is None else weights_for(ctx.plan, weight)
+    reason = f"{why}: step {index} ({_step_text(ctx, index)})"
+    return transition(
+        state,
+        ctx.now,
+        "step",
+        reason,
+        event=normal("Step", reason),
+        step_index=index,
+        step_started_at=ctx.now,
+        consecutive_passes=0,
+        weights=weights,
+    )
+
+
+def _promoting(ctx: Context, state: AnalysisState, why: str) -> Outcome:
+    """Candidates at 100 %; Succeeded after one more healthy period at full traffic."""
+    reason = f"{why}: all steps done, promoting (candidates at 100 %)"
+    return transition(
+        state,
+        ctx.now,
+        "promote",
+        reason,
+        event=normal("Promoting", reason),
+        phase=AnalysisPhase.PROMOTING,
+        weights=promotion_weights(ctx.plan),
+        step_index=len(ctx.plan.step_weights),
+        step_started_at=ctx.now,
+        consecutive_passes=0,
+    )
+
+
+def _step_text(ctx: Context, index: int) -> str:
+    weight = ctx.plan.step_weights[index]
+    if weight is not None:
+        return f"candidate at {weight} %"
+    seconds = pause_duration(ctx.plan, index)
+    return "pause until sits.dev/resume" if seconds is None else f"pause for {seconds:g}s"
+
+
+def on_pause_step(ctx: Context, state: AnalysisState) -> bool:
+    return state.phase is PROGRESSING and is_pause_step(ctx.plan, state.step_index)

@@ -1,0 +1,342 @@
+"""SLI-driven analysis end to end: real Prometheus scraping a synthetic source of the
+gateway's metrics, the real operator, the real apiserver. Each scenario asserts the
+sequence of weights and phases the SITS2026 rules must produce (on 4 s periods)."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.integration.analysis_env import Watcher, deployment, fast_policy
+from tests.integration.operator_process import OperatorProcess
+
+from sits_localcluster.prometheus import LocalPrometheus
+from sits_localcluster.synthetic import Profile, SyntheticServer
+
+pytestmark = pytest.mark.cluster
+HEALTHY = Profile(rps=40, error_ratio=0.0, latency_ms=60)
+CAPACITY_NODE = {
+    "apiVersion": "v1",
+    "kind": "Node",
+    "metadata": {
+        "name": "analysis-a100",
+        "annotations": {"kwok.x-k8s.io/node": "fake"},
+        "labels": {
+            "type": "kwok",
+            "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB",
+            "nvidia.com/mig.strategy": "mixed",
+        },
+    },
+    "status": {
+        "allocatable": {
+            "cpu": "64",
+            "memory": "512Gi",
+            "pods": "110",
+            "nvidia.com/mig-1g.10gb": "16",
+        },
+        "capacity": {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/mig-1g.10gb": "16"},
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def traffic() -> Iterator[SyntheticServer]:
+    server = SyntheticServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def prometheus(traffic: SyntheticServer, tmp_path_factory: Any) -> Iterator[LocalPrometheus]:
+    prom = LocalPrometheus(tmp_path_factory.mktemp("prometheus"), [traffic.address]).start()
+    yield prom
+    prom.stop()
+
+
+@pytest.fixture(scope="module")
+def capacity(local_cluster: Any) -> Iterator[None]:
+    """Room for every scenario's pods, whatever earlier modules left terminating."""
+    local_cluster.kubectl("apply", "-f", "-", input=json.dumps(CAPACITY_NODE))
+    yield
+    local_cluster.kubectl("delete", "node", "analysis-a100", "--wait=false", check=False)
+
+
+@pytest.fixture(scope="module")
+def operator(
+    local_cluster: Any, crds_installed: Any, capacity: None, tmp_path_factory: Any
+) -> Iterator[OperatorProcess]:
+    proc = OperatorProcess(local_cluster.kubeconfig, tmp_path_factory.mktemp("operator"))
+    proc.start()
+    yield proc
+    proc.stop()
+
+
+class Scenario:
+    def __init__(
+        self,
+        cluster: Any,
+        namespace: str,
+        traffic: SyntheticServer,
+        prometheus: LocalPrometheus,
+        operator: OperatorProcess,
+    ) -> None:
+        self.cluster, self.ns, self.traffic = cluster, namespace, traffic
+        self.prometheus, self.operator = prometheus, operator
+        self.policy = f"fast-{uuid.uuid4().hex[:6]}"
+        self.watch = Watcher(cluster, namespace, "chat")
+
+    def set(self, variant: str, profile: Profile) -> None:
+        self.traffic.traffic.set(self.ns, "chat", variant, profile)
+
+    def start(
+        self, candidate: Profile, policy: dict[str, Any] | None = None, **rollout: Any
+    ) -> None:
+        self.set("v1", HEALTHY)
+        self.set("v2", candidate)
+        body = policy or fast_policy(self.policy)
+        body["metadata"]["name"] = self.policy
+        self.cluster.kubectl("apply", "-f", "-", input=json.dumps(body))
+        manifest = deployment("chat", self.policy, self.prometheus.url, **rollout)
+        self.cluster.kubectl("apply", "-n", self.ns, "-f", "-", input=json.dumps(manifest))
+
+    def annotate(self, key: str, value: str) -> None:
+        self.cluster.kubectl(
+            "annotate", "sitsd", "chat", "-n", self.ns, "--overwrite", f"sits.dev/{key}={value}"
+        )
+
+    def candidate_weights(self) -> list[int]:
+        weights = [w.get("v2", 0) for _, w in self.watch.timeline]
+        return [w for i, w in enumerate(weights) if i == 0 or weights[i - 1] != w]
+
+    def events(self) -> list[dict[str, Any]]:
+        out = self.cluster.kubectl(
+            "get",
+            "events",
+            "-n",
+            self.ns,
+            "-o",
+            "json",
+            "--field-selector",
+            "involvedObject.kind=SitsDeployment",
+        )
+        return list(json.loads(out.stdout)["items"])
+
+    def cleanup(self) -> None:
+        self.cluster.kubectl("delete", "sitspolicy", self.policy, "--wait=false", check=False)
+
+
+@pytest.fixture
+def scenario(
+    local_cluster: Any,
+    namespace: str,
+    traffic: SyntheticServer,
+    prometheus: LocalPrometheus,
+    operator: OperatorProcess,
+) -> Iterator[Scenario]:
+    s = Scenario(local_cluster, namespace, traffic, prometheus, operator)
+    yield s
+    s.cleanup()
+
+
+def analysis(status: dict[str, Any]) -> dict[str, Any]:
+    return dict(status.get("analysis") or {})
+
+
+def test_healthy_candidate_is_promoted_step_by_step(scenario: Scenario) -> None:
+    scenario.start(HEALTHY)
+    status = scenario.watch.phase("Succeeded")
+    assert {v["name"]: v["weight"] for v in status["variants"]} == {"v1": 0, "v2": 100}
+    assert [w for w in scenario.candidate_weights() if w] == [25, 50, 100], scenario.watch.timeline
+    actions = [a for a, _ in scenario.watch.history()]
+    assert actions[0] == "restart"
+    assert actions[-1] in ("promote", "succeeded")
+    assert status["candidateSuccessRate"] == pytest.approx(1.0)
+    assert status["candidateLatencyP95Ms"] < 100
+
+
+def test_error_rate_rolls_back_after_exactly_two_failing_periods(scenario: Scenario) -> None:
+    scenario.start(Profile(rps=40, error_ratio=0.10, latency_ms=60))
+    status = scenario.watch.phase("RolledBack")
+    assert {v["name"]: v["weight"] for v in status["variants"]} == {"v1": 100, "v2": 0}
+    before = [s for s in scenario.watch.snapshots if s.get("phase") == "Progressing"]
+    counts = [
+        analysis(s).get("breaches", {}).get("success-rate", {}).get("periods", 0) for s in before
+    ]
+    assert max(counts) == 1, "one failing period must not roll back"
+    assert any(c == 1 and s["candidateWeight"] == 25 for c, s in zip(counts, before, strict=True))
+    assert status["candidateSuccessRate"] == pytest.approx(0.9, abs=0.02)
+    rolled = [e for e in scenario.events() if e["reason"] == "RolledBack"]
+    assert rolled
+    assert "success" in rolled[0]["message"]
+
+
+def test_slow_candidate_is_cut_to_ten_percent_after_the_duration(scenario: Scenario) -> None:
+    scenario.start(Profile(rps=40, error_ratio=0.0, latency_ms=300))
+    status = scenario.watch.until("weight cut to 10", lambda s: s.get("candidateWeight") == 10)
+    since = min(
+        b["since"]
+        for s in scenario.watch.snapshots
+        if (b := analysis(s).get("breaches", {}).get("latency-p95", {})).get("since")
+    )
+    cut_at = next(h["at"] for h in analysis(status)["history"] if h["action"] == "setWeight")
+    assert cut_at - since >= 12 - 0.01, "cut before the rule's duration"
+    assert cut_at - since <= 12 + 4 + 2, "cut later than one period after the duration"
+    assert scenario.candidate_weights()[-2:] == [25, 10]
+    assert status["phase"] == "Progressing"
+
+
+def test_candidate_without_traffic_holds_then_pauses(scenario: Scenario) -> None:
+    scenario.start(Profile(rps=0))
+    first = scenario.watch.until("analysis started", lambda s: analysis(s).get("noDataSince"))
+    paused = scenario.watch.phase("Paused", timeout=60)
+    held = [s for s in scenario.watch.snapshots if s.get("phase") == "Progressing"]
+    assert {s["candidateWeight"] for s in held if s.get("candidateWeight")} == {25}
+    assert analysis(paused)["lastEvaluatedAt"] - analysis(first)["noDataSince"] >= 12 - 0.01
+    analysis_cond = next(c for c in paused["conditions"] if c["type"] == "Analysis")
+    assert analysis_cond["status"] == "False"
+
+
+def test_prometheus_outage_freezes_then_resumes(scenario: Scenario) -> None:
+    scenario.start(HEALTHY, stepWeight=10, maxWeight=30)
+    scenario.watch.until("first step", lambda s: s.get("candidateWeight") == 10)
+    scenario.prometheus.stop()
+    try:
+        frozen = scenario.watch.until(
+            "MetricsError",
+            lambda s: any(
+                c["type"] == "Analysis" and c["reason"] == "MetricsError"
+                for c in s.get("conditions", [])
+            ),
+            timeout=30,
+        )
+        weight = frozen["candidateWeight"]
+        deadline = time.monotonic() + 12
+        while time.monotonic() < deadline:
+            status = scenario.watch.status()
+            assert status["candidateWeight"] == weight
+            assert status["phase"] == "Progressing"
+            time.sleep(0.5)
+    finally:
+        scenario.prometheus.start()
+    scenario.watch.phase("Succeeded", timeout=90)
+    assert any(e["reason"] == "AnalysisError" for e in scenario.events())
+
+
+def test_operator_restart_mid_analysis_never_counts_a_period_twice(scenario: Scenario) -> None:
+    scenario.start(HEALTHY, stepWeight=10, maxWeight=40)
+    scenario.watch.until("first step", lambda s: s.get("candidateWeight") == 20)
+    scenario.operator.restart()
+    scenario.watch.phase("Succeeded", timeout=120)
+    seen: dict[int, tuple[int, int]] = {}
+    for snapshot in scenario.watch.snapshots:
+        state = analysis(snapshot)
+        if state.get("lastPeriod") is None or snapshot.get("phase") != "Progressing":
+            continue
+        counters = (state["consecutivePasses"], state["stepIndex"])
+        assert seen.setdefault(state["lastPeriod"], counters) == counters
+
+
+def test_new_revision_mid_analysis_restarts_it(scenario: Scenario) -> None:
+    scenario.start(HEALTHY, stepWeight=10, maxWeight=50)
+    scenario.watch.until("second step", lambda s: s.get("candidateWeight") == 20)
+    patch = [{"op": "replace", "path": "/spec/variants/1/revision", "value": "qwen3-1.7b-fix"}]
+    scenario.cluster.kubectl(
+        "patch", "sitsd", "chat", "-n", scenario.ns, "--type=json", "-p", json.dumps(patch)
+    )
+    status = scenario.watch.until(
+        "analysis restarted", lambda s: "qwen3-1.7b-fix" in analysis(s).get("revisionKey", "")
+    )
+    restarts = [a for a, _ in scenario.watch.history() if a == "restart"]
+    assert len(restarts) == 2
+    assert analysis(status)["stepIndex"] == 0
+
+
+def test_manual_commands_by_annotation(scenario: Scenario) -> None:
+    scenario.start(HEALTHY, stepWeight=10, maxWeight=90)
+    scenario.watch.until("progressing", lambda s: s.get("candidateWeight") == 10)
+    scenario.annotate("pause", "1")
+    paused = scenario.watch.phase("Paused", timeout=20)
+    weight = paused["candidateWeight"]
+    time.sleep(9)
+    assert scenario.watch.status()["candidateWeight"] == weight
+    scenario.annotate("resume", "1")
+    scenario.watch.phase("Progressing", timeout=20)
+    scenario.annotate("promote", "1")
+    promoted = scenario.watch.phase("Succeeded", timeout=20)
+    assert promoted["candidateWeight"] == 100
+    scenario.annotate("retry", "1")
+    scenario.watch.until(
+        "retried",
+        lambda s: s.get("phase") == "Progressing" and s.get("candidateWeight") == 10,
+        timeout=20,
+    )
+    scenario.annotate("abort", "1")
+    aborted = scenario.watch.phase("RolledBack", timeout=20)
+    assert aborted["candidateWeight"] == 0
+    acknowledged = analysis(aborted)["acknowledged"]
+    assert acknowledged == {"pause": "1", "resume": "1", "promote": "1", "retry": "1", "abort": "1"}
+    reasons = {e["reason"] for e in scenario.events()}
+    assert {"Paused", "Resumed", "Promoted", "Retry", "RolledBack"} <= reasons
+
+
+def test_alertmanager_webhook_rolls_back(scenario: Scenario, tmp_path: Path) -> None:
+    from tests.integration.alertmanager import LocalAlertmanager
+
+    scenario.start(HEALTHY, stepWeight=10, maxWeight=90)
+    scenario.watch.until("progressing", lambda s: s.get("candidateWeight") == 10)
+    with LocalAlertmanager(tmp_path, webhook=scenario.operator.alert_webhook_url) as am:
+        am.fire(
+            {
+                "alertname": "SitsHighP95",
+                "severity": "page",
+                "namespace": scenario.ns,
+                "sits_deployment": "chat",
+                "variant": "v2",
+            }
+        )
+        status = scenario.watch.phase("RolledBack", timeout=40)
+    assert status["candidateWeight"] == 0
+    alert_events = [e for e in scenario.events() if e["reason"] == "AlertRollback"]
+    assert alert_events
+    assert "SitsHighP95" in alert_events[0]["message"]
+
+
+@pytest.mark.parametrize(
+    ("body", "status"),
+    [
+        pytest.param(b"{not json", 400, id="malformed-json"),
+        pytest.param(b'{"alerts": "nope"}', 400, id="alerts-not-a-list"),
+        pytest.param(b'{"alerts": [{"status": "firing"}]}', 400, id="alert-without-labels"),
+        pytest.param(
+            b'{"alerts": [{"status": "firing", "labels": {"alertname": "X"}}]}',
+            422,
+            id="names-no-deployment",
+        ),
+        pytest.param(
+            b'{"alerts": [{"status": "resolved", "labels": {"namespace": "x",'
+            b' "sits_deployment": "y"}}]}',
+            422,
+            id="resolved-only",
+        ),
+        pytest.param(
+            b'{"alerts": [{"status": "firing", "labels": {"namespace": "nowhere",'
+            b' "sits_deployment": "ghost"}}]}',
+            404,
+            id="unknown-deployment",
+        ),
+    ],
+)
+def test_bad_alert_payloads_get_4xx(operator: OperatorProcess, body: bytes, status: int) -> None:
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(operator.alert_webhook_url, data=body, method="POST")
+    with pytest.raises(urllib.error.HTTPError) as error:
+        urllib.request.urlopen(request, timeout=5)
+    error.value.close()
+    assert error.value.code == status
