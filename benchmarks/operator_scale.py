@@ -19,45 +19,26 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks.results import write_section
 from sits_localcluster.build import ensure_binaries
 from sits_localcluster.cluster import LocalCluster
+from sits_localcluster.nodes import GpuNodeSpec
 
 REPO = Path(__file__).resolve().parents[1]
-RESULTS = REPO / "docs" / "benchmarks.md"
 NAMESPACE = "sits-bench"
 SLICES_PER_NODE = 8
 
 
 def bench_node(index: int) -> dict[str, object]:
-    """A kwok node with SLICES_PER_NODE 1g.10gb slices (A100-80GB in the mixed strategy)."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": f"bench-a100-{index}",
-            "annotations": {"kwok.x-k8s.io/node": "fake"},
-            "labels": {
-                "type": "kwok",
-                "sits.dev/bench": "true",
-                "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB",
-                "nvidia.com/mig.strategy": "mixed",
-            },
-        },
-        "status": {
-            "allocatable": {
-                "cpu": "64",
-                "memory": "512Gi",
-                "pods": "110",
-                "nvidia.com/mig-1g.10gb": str(SLICES_PER_NODE),
-            },
-            "capacity": {
-                "cpu": "64",
-                "memory": "512Gi",
-                "pods": "110",
-                "nvidia.com/mig-1g.10gb": str(SLICES_PER_NODE),
-            },
-        },
-    }
+    """A kwok A100-80GB node with SLICES_PER_NODE 1g.10gb slices (mixed strategy)."""
+    spec = GpuNodeSpec(
+        f"bench-a100-{index}",
+        "NVIDIA-A100-SXM4-80GB",
+        81920,
+        {"mig-1g.10gb": SLICES_PER_NODE},
+        {"sits.dev/bench": "true"},
+    )
+    return spec.manifest()
 
 
 def sitsd(index: int) -> dict[str, object]:
@@ -161,16 +142,7 @@ def write_results(result: dict[str, float]) -> None:
         f" {result['apply_seconds']:.1f} s | {result['peak_rss_mib']:.0f} MiB |"
         " <= 60 s, <= 300 MiB |\n"
     )
-    text = RESULTS.read_text() if RESULTS.exists() else "# Benchmarks\n\n"
-    marker = "## Operator scale"
-    if marker in text:
-        head, _, tail = text.partition(marker)
-        rest = tail.split("\n## ", 1)
-        text = head + section + ("\n## " + rest[1] if len(rest) > 1 else "")
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    RESULTS.write_text(text)
-    print(section)
+    write_section(section)
 
 
 def main() -> None:

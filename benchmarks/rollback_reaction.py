@@ -23,13 +23,13 @@ from typing import Any
 from tests.integration.analysis_env import deployment, fast_policy
 from tests.integration.operator_process import OperatorProcess
 
+from benchmarks.results import write_section
 from sits_localcluster.build import ensure_binaries
 from sits_localcluster.cluster import LocalCluster
 from sits_localcluster.prometheus import LocalPrometheus
 from sits_localcluster.synthetic import Profile, SyntheticServer
 
 REPO = Path(__file__).resolve().parents[1]
-RESULTS = REPO / "docs" / "benchmarks.md"
 NAMESPACE = "sits-bench-reaction"
 INTERVAL = 2.0
 HEALTHY = Profile(rps=50, error_ratio=0.0, latency_ms=60)
@@ -136,16 +136,7 @@ def write_results(samples: list[float]) -> None:
         f"| {len(samples)} | {statistics.median(samples):.2f} s | {max(samples):.2f} s |"
         f" <= {2 * INTERVAL + 2:.0f} s (2 periods + 2 s) |\n"
     )
-    text = RESULTS.read_text() if RESULTS.exists() else "# Benchmarks\n\n"
-    marker = "## Rollback reaction time"
-    if marker in text:
-        head, _, tail = text.partition(marker)
-        rest = tail.split("\n## ", 1)
-        text = head + section + ("\n## " + rest[1] if len(rest) > 1 else "")
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    RESULTS.write_text(text)
-    print(section)
+    write_section(section)
 
 
 def main() -> None:

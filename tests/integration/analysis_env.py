@@ -37,7 +37,7 @@ def fast_policy(name: str, **overrides: Any) -> dict[str, Any]:
         if "duration" in rule.get("for", {}):
             rule["for"] = {"duration": "12s"}
     spec.update(overrides)
-    return policy
+    return dict(policy)
 
 
 def deployment(name: str, policy: str, prometheus_url: str, **rollout: Any) -> dict[str, Any]:
@@ -55,7 +55,7 @@ def deployment(name: str, policy: str, prometheus_url: str, **rollout: Any) -> d
         "policyRef": {"name": policy},
         "prometheus": {"url": prometheus_url},
     }
-    return manifest
+    return dict(manifest)
 
 
 class Watcher:

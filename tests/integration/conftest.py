@@ -61,4 +61,16 @@ def namespace(local_cluster: Any, crds_installed: tuple[str, ...]) -> Iterator[s
 
     _poll(f"ServiceAccount default in {name}", has_default_sa, timeout=60)
     yield name
+    # SitsDeployments carry the operator's finalizer: delete them while the test's operator
+    # still runs (function fixtures end before module ones), or the namespace would hang.
+    kubectl(
+        "delete",
+        "sitsdeployments",
+        "--all",
+        "-n",
+        name,
+        "--wait=true",
+        "--timeout=20s",
+        check=False,
+    )
     kubectl("delete", "namespace", name, "--wait=false", "--ignore-not-found", check=False)

@@ -15,33 +15,16 @@ import pytest
 from tests.integration.analysis_env import Watcher, deployment, fast_policy
 from tests.integration.operator_process import OperatorProcess
 
+from sits_localcluster.nodes import GpuNodeSpec
 from sits_localcluster.prometheus import LocalPrometheus
 from sits_localcluster.synthetic import Profile, SyntheticServer
 
 pytestmark = pytest.mark.cluster
 HEALTHY = Profile(rps=40, error_ratio=0.0, latency_ms=60)
-CAPACITY_NODE = {
-    "apiVersion": "v1",
-    "kind": "Node",
-    "metadata": {
-        "name": "analysis-a100",
-        "annotations": {"kwok.x-k8s.io/node": "fake"},
-        "labels": {
-            "type": "kwok",
-            "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB",
-            "nvidia.com/mig.strategy": "mixed",
-        },
-    },
-    "status": {
-        "allocatable": {
-            "cpu": "64",
-            "memory": "512Gi",
-            "pods": "110",
-            "nvidia.com/mig-1g.10gb": "16",
-        },
-        "capacity": {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/mig-1g.10gb": "16"},
-    },
-}
+# One more A100 in the all-1g.10gb layout: room for every scenario's pods.
+CAPACITY_NODE = GpuNodeSpec(
+    "analysis-a100", "NVIDIA-A100-SXM4-80GB", 81920, {"mig-1g.10gb": 16}
+).manifest()
 
 
 @pytest.fixture(scope="module")

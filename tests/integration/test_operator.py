@@ -93,7 +93,7 @@ def with_variants(
     manifest["spec"]["variants"] += extra or []
     if not weights:
         manifest["spec"]["traffic"].pop("initialWeights")
-    return manifest
+    return dict(manifest)
 
 
 def test_example_becomes_running_pods_on_fake_mig_nodes(kube: Kube) -> None:
