@@ -25,7 +25,7 @@ from sits_localcluster.cluster import LocalCluster
 from sits_localcluster.nodes import GpuNodeSpec
 
 REPO = Path(__file__).resolve().parents[1]
-NAMESPACE = "sits-bench"
+NAMESPACE = f"sits-bench-{os.getpid()}"
 SLICES_PER_NODE = 8
 
 
@@ -105,7 +105,9 @@ def run(count: int, timeout: float) -> dict[str, float]:
     )
     try:
         time.sleep(3)
-        manifests = "\n---\n".join(json.dumps(sitsd(i)) for i in range(count))
+        manifests = json.dumps(
+            {"apiVersion": "v1", "kind": "List", "items": [sitsd(i) for i in range(count)]}
+        )
         start = time.monotonic()
         cluster.kubectl("apply", "-f", "-", input=manifests)
         applied = time.monotonic() - start
@@ -117,6 +119,8 @@ def run(count: int, timeout: float) -> dict[str, float]:
         elapsed = time.monotonic() - start
         rss = peak_rss_mib(operator.pid)
     finally:
+        # Delete while the operator runs: it removes its finalizers from what it owns.
+        cluster.kubectl("delete", "sitsd", "--all", "-n", NAMESPACE, "--timeout=120s", check=False)
         operator.terminate()
         operator.wait(timeout=30)
         log.close()

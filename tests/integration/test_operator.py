@@ -274,3 +274,20 @@ def test_operator_restart_rewrites_nothing(kube: Kube) -> None:
     assert _versions(kube) == before
     assert len(kube.items("deployments")) == 2
     assert len(kube.items("services")) == 3
+
+
+def test_two_deployments_in_one_namespace_keep_their_own_children(kube: Kube) -> None:
+    second = json.loads(json.dumps(EXAMPLE))
+    second["metadata"] = {"name": "summarize"}
+    for variant in second["spec"]["variants"]:
+        variant.pop("gpuProduct")
+        variant["migProfile"] = "1g.18gb"
+    kube.apply(EXAMPLE)
+    kube.apply(second)
+    kube.wait_phase("Ready")
+    kube.wait_phase("Ready", name="summarize")
+    time.sleep(3)  # several more passes of both loops
+    names = {d["metadata"]["name"] for d in kube.items("deployments", "chat")}
+    names |= {d["metadata"]["name"] for d in kube.items("deployments", "summarize")}
+    assert names == {"chat-v1", "chat-v2", "summarize-v1", "summarize-v2"}
+    assert not [e for e in kube.events() if e["reason"] == "Deleted"]

@@ -109,3 +109,17 @@ async def test_unparseable_spec_is_invalid_with_field_path() -> None:
     status = writer.calls[0][1][2]
     assert status["phase"] == "Invalid"
     assert "spec.variants.0.role" in status["message"]
+
+
+async def test_two_owners_in_one_namespace_never_touch_each_others_children() -> None:
+    """Recent applies are remembered per owner: B's fresh children are not A's strays."""
+    reconciler, writer, _, clock = make()
+    other = body(RAW)
+    other["metadata"] = {**other["metadata"], "name": "summarize", "uid": "uid-2"}
+    await reconciler.reconcile(body(RAW), ObservedState())
+    await reconciler.reconcile(other, ObservedState())
+    writer.calls.clear()
+    clock.now += 1  # neither owner's children are in the watch cache yet
+    await reconciler.reconcile(body(RAW), ObservedState())
+    await reconciler.reconcile(other, ObservedState())
+    assert [c for c in writer.calls if c[0] == "delete"] == []

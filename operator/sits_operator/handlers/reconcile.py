@@ -78,7 +78,10 @@ class Reconciler:
     post: EventPoster = post_event
     clock: Callable[[], float] = time.monotonic
     wall_clock: Callable[[], float] = time.time
-    _recent: dict[tuple[str, str, str], tuple[str, float]] = field(default_factory=dict)
+    # Per owner (namespace, name): (kind, child name) -> (template hash, applied at).
+    _recent: dict[tuple[str, str], dict[tuple[str, str], tuple[str, float]]] = field(
+        default_factory=dict
+    )
     _written_status: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
 
     async def reconcile(
@@ -114,8 +117,7 @@ class Reconciler:
     def forget(self, namespace: str, name: str) -> None:
         """Drop per-object memory when the SitsDeployment goes away."""
         self._written_status.pop((namespace, name), None)
-        for key in [k for k in self._recent if k[0] == namespace and k[2].startswith(name)]:
-            self._recent.pop(key, None)
+        self._recent.pop((namespace, name), None)
 
     async def _reconcile(
         self, body: Any, observed: ObservedState, policies: Mapping[str, Any], analyze: bool
@@ -216,26 +218,35 @@ class Reconciler:
         self, body: Any, owner: ObjectRef, spec: SitsDeploymentSpec, observed: ObservedState
     ) -> ObservedState:
         desired = render_children(owner, spec, self.settings)
-        children = self._with_recent_applies(owner.namespace, observed.children)
+        children = self._with_recent_applies(owner, observed.children)
         plan = plan_children(desired, children)
         if not plan.empty:
             await self._execute(body, owner, plan)
         return observed
 
     def _with_recent_applies(
-        self, namespace: str, children: tuple[ObservedChild, ...]
+        self, owner: ObjectRef, children: tuple[ObservedChild, ...]
     ) -> tuple[ObservedChild, ...]:
+        """The owner's children as the cache shows them, corrected by this owner's own
+        applies of the last moments (which the cache may not show yet)."""
         now = self.clock()
-        patched = []
-        for child in children:
-            recent = self._recent.get((namespace, child.kind, child.name))
-            if recent is not None and now - recent[1] < RECENT_APPLY_SECONDS:
-                child = ObservedChild(child.kind, child.name, child.variant, recent[0])
-            patched.append(child)
+        recent = {
+            key: digest
+            for key, (digest, at) in self._recent.get((owner.namespace, owner.name), {}).items()
+            if now - at < RECENT_APPLY_SECONDS
+        }
+        patched = [
+            ObservedChild(c.kind, c.name, c.variant, recent[(c.kind, c.name)])
+            if (c.kind, c.name) in recent
+            else c
+            for c in children
+        ]
         known = {(c.kind, c.name) for c in children}
-        for (ns, kind, name), (digest, at) in self._recent.items():
-            if ns == namespace and (kind, name) not in known and now - at < RECENT_APPLY_SECONDS:
-                patched.append(ObservedChild(kind, name, None, digest))
+        patched += [
+            ObservedChild(kind, name, None, digest)
+            for (kind, name), digest in recent.items()
+            if (kind, name) not in known
+        ]
         return tuple(patched)
 
     async def _execute(self, body: Any, owner: ObjectRef, plan: Plan) -> None:
@@ -243,13 +254,14 @@ class Reconciler:
             kind, name = manifest["kind"], manifest["metadata"]["name"]
             digest = manifest["metadata"]["annotations"][naming.ANNOTATION_TEMPLATE_HASH]
             await self.writer.apply(manifest)
-            self._recent[(owner.namespace, kind, name)] = (digest, self.clock())
+            mine = self._recent.setdefault((owner.namespace, owner.name), {})
+            mine[(kind, name)] = (digest, self.clock())
             metrics.CHILD_WRITES.labels(kind=kind, action="apply").inc()
             self.post(body, "Normal", "Applied", f"{kind} {name} applied (template {digest})")
             log.info("applied", extra={"kind": kind, "child": name, "hash": digest})
         for key in plan.delete:
             await self.writer.delete(kind=key.kind, namespace=owner.namespace, name=key.name)
-            self._recent.pop((owner.namespace, key.kind, key.name), None)
+            self._recent.get((owner.namespace, owner.name), {}).pop((key.kind, key.name), None)
             metrics.CHILD_WRITES.labels(kind=key.kind, action="delete").inc()
             self.post(body, "Normal", "Deleted", f"{key.kind} {key.name} deleted: not in spec")
             log.info("deleted", extra={"kind": key.kind, "child": key.name})
