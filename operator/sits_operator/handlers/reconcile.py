@@ -6,6 +6,7 @@ metric, so `kubectl describe sitsd` and dashboards tell the same story.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -250,15 +251,19 @@ class Reconciler:
         return tuple(patched)
 
     async def _execute(self, body: Any, owner: ObjectRef, plan: Plan) -> None:
+        """Apply (concurrently: they are independent) and delete; one event per kind of write."""
+        await asyncio.gather(*(self.writer.apply(m) for m in plan.apply))
+        applied = []
         for manifest in plan.apply:
             kind, name = manifest["kind"], manifest["metadata"]["name"]
             digest = manifest["metadata"]["annotations"][naming.ANNOTATION_TEMPLATE_HASH]
-            await self.writer.apply(manifest)
             mine = self._recent.setdefault((owner.namespace, owner.name), {})
             mine[(kind, name)] = (digest, self.clock())
             metrics.CHILD_WRITES.labels(kind=kind, action="apply").inc()
-            self.post(body, "Normal", "Applied", f"{kind} {name} applied (template {digest})")
+            applied.append(f"{kind} {name} ({digest[:8]})")
             log.info("applied", extra={"kind": kind, "child": name, "hash": digest})
+        if applied:
+            self.post(body, "Normal", "Applied", "applied " + ", ".join(applied))
         for key in plan.delete:
             await self.writer.delete(kind=key.kind, namespace=owner.namespace, name=key.name)
             self._recent.get((owner.namespace, owner.name), {}).pop((key.kind, key.name), None)
