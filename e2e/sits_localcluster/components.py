@@ -163,6 +163,12 @@ def kube_controller_manager(lay: Layout) -> Component:
         f"--cluster-signing-cert-file={k.ca_cert}",
         f"--cluster-signing-key-file={k.ca_key}",
         f"--service-cluster-ip-range={SERVICE_CIDR}",
+        # The defaults (20 QPS, 5 workers) throttle a burst of hundreds of Deployments to a
+        # crawl; large real clusters raise them the same way.
+        "--kube-api-qps=200",
+        "--kube-api-burst=400",
+        "--concurrent-deployment-syncs=20",
+        "--concurrent-replicaset-syncs=20",
         "--v=1",
     )
     url = f"https://{HOST}:{p.controller_manager}/healthz"

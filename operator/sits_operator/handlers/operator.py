@@ -46,7 +46,9 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     settings.persistence.finalizer = "sits.dev/finalizer"
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="sits.dev")
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix="sits.dev")
-    settings.posting.level = logging.INFO
+    # Our own events are explicit (kopf.event); do not turn every "handler succeeded"
+    # log line of every watched pod into an Event.
+    settings.posting.level = logging.WARNING
     settings.watching.server_timeout = 300
     operator_settings = settings_from_env()
     api = await api_client_from_environment()
