@@ -77,7 +77,11 @@ class Scenario:
         self.traffic.traffic.set(self.ns, "chat", variant, profile)
 
     def start(
-        self, candidate: Profile, policy: dict[str, Any] | None = None, **rollout: Any
+        self,
+        candidate: Profile,
+        policy: dict[str, Any] | None = None,
+        traffic: dict[str, Any] | None = None,
+        **rollout: Any,
     ) -> None:
         self.set("v1", HEALTHY)
         self.set("v2", candidate)
@@ -85,6 +89,7 @@ class Scenario:
         body["metadata"]["name"] = self.policy
         self.cluster.kubectl("apply", "-f", "-", input=json.dumps(body))
         manifest = deployment("chat", self.policy, self.prometheus.url, **rollout)
+        manifest["spec"]["traffic"].update(traffic or {})
         self.cluster.kubectl("apply", "-n", self.ns, "-f", "-", input=json.dumps(manifest))
 
     def annotate(self, key: str, value: str) -> None:
@@ -323,3 +328,110 @@ def test_bad_alert_payloads_get_4xx(operator: OperatorProcess, body: bytes, stat
         urllib.request.urlopen(request, timeout=5)
     error.value.close()
     assert error.value.code == status
+
+
+@pytest.fixture(scope="module")
+def gateway_api(local_cluster: Any) -> None:
+    """The real Gateway API CRDs (standard channel) from the pinned Go module."""
+    from sits_localcluster.gateway_api import gateway_api_crds
+
+    local_cluster.kubectl(
+        "apply", "--server-side", "--field-manager=sits-tests", "-f", str(gateway_api_crds())
+    )
+    local_cluster.kubectl(
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "crd/httproutes.gateway.networking.k8s.io",
+    )
+
+
+def http_route(weights: dict[str, int]) -> dict[str, Any]:
+    """A user's route: a parent Gateway, a path match, a header filter, and one more backend."""
+    return {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "HTTPRoute",
+        "metadata": {"name": "chat"},
+        "spec": {
+            "parentRefs": [{"name": "edge", "namespace": "gateway-system"}],
+            "rules": [
+                {
+                    "matches": [{"path": {"type": "PathPrefix", "value": "/v1"}}],
+                    "filters": [
+                        {
+                            "type": "RequestHeaderModifier",
+                            "requestHeaderModifier": {"set": [{"name": "x-sits", "value": "1"}]},
+                        }
+                    ],
+                    "backendRefs": [
+                        {"name": f"chat-{v}", "port": 8080, "weight": w} for v, w in weights.items()
+                    ],
+                },
+                {
+                    "matches": [{"path": {"type": "PathPrefix", "value": "/static"}}],
+                    "backendRefs": [{"name": "static-files", "port": 80}],
+                },
+            ],
+        },
+    }
+
+
+def route_state(scenario: Scenario) -> dict[str, Any]:
+    out = scenario.cluster.kubectl("get", "httproute", "chat", "-n", scenario.ns, "-o", "json")
+    return dict(json.loads(out.stdout))
+
+
+def test_gateway_api_router_moves_httproute_weights(scenario: Scenario, gateway_api: None) -> None:
+    scenario.cluster.kubectl(
+        "apply", "-n", scenario.ns, "-f", "-", input=json.dumps(http_route({"v1": 100, "v2": 0}))
+    )
+    scenario.start(HEALTHY, traffic={"router": "gatewayAPI", "httpRoute": {"name": "chat"}})
+    seen: list[tuple[int, int]] = []
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        route = route_state(scenario)
+        refs = {r["name"]: r.get("weight", 1) for r in route["spec"]["rules"][0]["backendRefs"]}
+        point = (refs["chat-v1"], refs["chat-v2"])
+        if not seen or seen[-1] != point:
+            seen.append(point)
+        if scenario.watch.status().get("phase") == "Succeeded":
+            break
+        time.sleep(0.4)
+    assert seen[0] == (100, 0)
+    assert seen[1:] == [(75, 25), (50, 50), (0, 100)]
+    assert route["spec"]["rules"][0]["filters"][0]["type"] == "RequestHeaderModifier"
+    assert route["spec"]["rules"][0]["matches"][0]["path"]["value"] == "/v1"
+    assert route["spec"]["rules"][1]["backendRefs"] == [
+        {"name": "static-files", "port": 80, "group": "", "kind": "Service", "weight": 1}
+    ]
+
+
+def test_gateway_api_router_reads_weights_back_before_deciding(
+    scenario: Scenario, gateway_api: None
+) -> None:
+    """Someone edits the route by hand: the next decision starts from what traffic does."""
+    scenario.cluster.kubectl(
+        "apply", "-n", scenario.ns, "-f", "-", input=json.dumps(http_route({"v1": 100, "v2": 0}))
+    )
+    scenario.start(
+        HEALTHY,
+        traffic={"router": "gatewayAPI", "httpRoute": {"name": "chat"}},
+        stepWeight=10,
+        maxWeight=90,
+    )
+    scenario.watch.until("first step", lambda s: s.get("candidateWeight") == 10)
+    scenario.annotate("pause", "1")
+    scenario.watch.phase("Paused", timeout=20)
+    patch = [
+        {"op": "replace", "path": "/spec/rules/0/backendRefs/0/weight", "value": 70},
+        {"op": "replace", "path": "/spec/rules/0/backendRefs/1/weight", "value": 30},
+    ]
+    scenario.cluster.kubectl(
+        "patch", "httproute", "chat", "-n", scenario.ns, "--type=json", "-p", json.dumps(patch)
+    )
+    scenario.annotate("resume", "1")
+    status = scenario.watch.until("next step from 30", lambda s: s.get("candidateWeight") == 40)
+    steps = [w.get("v2") for a, w in scenario.watch.history() if a == "step"]
+    assert 40 in steps
+    assert 20 not in steps
+    assert status["phase"] == "Progressing"

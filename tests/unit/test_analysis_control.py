@@ -268,3 +268,20 @@ def test_first_evaluation_starts_even_without_weights_read_back() -> None:
     decision = Run().period(HEALTHY, at=T0)
     assert decision.weights == {STABLE: 90, CANARY: 10}
     assert decision.state.last_period == int(T0 // 30)
+
+
+@pytest.mark.parametrize(
+    ("edited_to", "next_step"),
+    [
+        pytest.param(30, 40, id="raised-by-hand-continues-above"),
+        pytest.param(10, 20, id="lowered-by-hand-continues-from-there"),
+    ],
+)
+def test_weights_edited_at_the_router_are_where_the_canary_continues(
+    edited_to: int, next_step: int
+) -> None:
+    """Read back before deciding: the next step is the first heavier than what traffic does."""
+    run = _at_20()
+    run.router = {STABLE: 100 - edited_to, CANARY: edited_to}
+    traces = run.trace(*[HEALTHY] * 3)
+    assert [t for t in traces if t[0] == "step"] == [("step", P, next_step)]

@@ -61,8 +61,102 @@ class BuiltinRouter:
         return None
 
 
+GATEWAY_GROUP, GATEWAY_VERSION, HTTPROUTES = "gateway.networking.k8s.io", "v1", "httproutes"
+
+
+def route_weights(route: dict[str, Any], services: dict[str, str]) -> dict[str, int]:
+    """Weights of the variant Services among the route's backendRefs (service -> variant).
+
+    A Service referenced in several rules counts once (the first rule's weight): the
+    operator keeps them equal. A backendRef without weight has weight 1 (the spec's default).
+    """
+    weights: dict[str, int] = {}
+    for rule in route.get("spec", {}).get("rules") or []:
+        for ref in rule.get("backendRefs") or []:
+            variant = services.get(ref.get("name", ""))
+            if variant is not None and ref.get("kind", "Service") == "Service":
+                weights.setdefault(variant, int(ref.get("weight", 1)))
+    return weights
+
+
+def with_route_weights(
+    route: dict[str, Any], services: dict[str, str], weights: dict[str, int]
+) -> dict[str, Any]:
+    """The route with every variant backendRef's weight set; matches, filters and other
+    backends untouched. Rules that reference a variant get the missing variants added."""
+    by_variant = {variant: service for service, variant in services.items()}
+    rules = []
+    for rule in route.get("spec", {}).get("rules") or []:
+        refs = [dict(ref) for ref in rule.get("backendRefs") or []]
+        named = {ref.get("name") for ref in refs}
+        if named & set(services):
+            for ref in refs:
+                if ref.get("name") in services:
+                    ref["weight"] = weights.get(services[ref["name"]], 0)
+            for variant, service in by_variant.items():
+                if service not in named:
+                    refs.append({"name": service, "port": 8080, "weight": weights.get(variant, 0)})
+        rules.append({**rule, "backendRefs": refs})
+    return {**route, "spec": {**route.get("spec", {}), "rules": rules}}
+
+
+class GatewayAPIRouter:
+    """Weights in an existing HTTPRoute's backendRefs (Envoy Gateway, Istio, ...).
+
+    The operator owns only the weights of backendRefs naming its variant Services; the
+    route itself (parents, matches, filters) is the user's. Writes are replaces with the
+    resourceVersion just read, so a concurrent edit makes the write fail (and the next
+    pass retry) instead of being lost.
+    """
+
+    def __init__(self, api_client: client.ApiClient) -> None:
+        self._custom = client.CustomObjectsApi(api_client)
+
+    @staticmethod
+    def _services(owner: ObjectRef, spec: SitsDeploymentSpec) -> dict[str, str]:
+        return {f"{owner.name}-{v.name}": v.name for v in spec.variants}
+
+    @staticmethod
+    def _where(owner: ObjectRef, spec: SitsDeploymentSpec) -> tuple[str, str]:
+        ref = spec.traffic.http_route
+        if ref is None:
+            raise ValueError("spec.traffic.httpRoute is required for the gatewayAPI router")
+        return ref.namespace or owner.namespace, ref.name
+
+    async def _get(self, owner: ObjectRef, spec: SitsDeploymentSpec) -> dict[str, Any]:
+        namespace, name = self._where(owner, spec)
+        route = await self._custom.get_namespaced_custom_object(
+            GATEWAY_GROUP, GATEWAY_VERSION, namespace, HTTPROUTES, name
+        )
+        return dict(route)
+
+    async def read_weights(self, owner: ObjectRef, spec: SitsDeploymentSpec) -> dict[str, int]:
+        return route_weights(await self._get(owner, spec), self._services(owner, spec))
+
+    async def set_weights(
+        self, owner: ObjectRef, spec: SitsDeploymentSpec, weights: dict[str, int]
+    ) -> None:
+        route = await self._get(owner, spec)
+        services = self._services(owner, spec)
+        if route_weights(route, services) == weights:
+            return
+        namespace, name = self._where(owner, spec)
+        await self._custom.replace_namespaced_custom_object(
+            GATEWAY_GROUP,
+            GATEWAY_VERSION,
+            namespace,
+            HTTPROUTES,
+            name,
+            with_route_weights(route, services, weights),
+        )
+
+
 def make_router(kind: str, api_client: client.ApiClient | None) -> TrafficRouter:
     """Factory keyed by spec.traffic.router."""
-    if kind == "builtin" and api_client is not None:
+    if api_client is None:
+        return NoopRouter()
+    if kind == "builtin":
         return BuiltinRouter(api_client)
+    if kind == "gatewayAPI":
+        return GatewayAPIRouter(api_client)
     return NoopRouter()

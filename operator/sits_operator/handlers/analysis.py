@@ -93,6 +93,10 @@ class Analyzer:
         except ApiException as exc:
             log.warning("reading weights back failed: %s", exc.reason)
             observed_weights, read_failed = {}, True
+        if not plan.candidates_ready:
+            # The read-back then shows our own "no traffic to unready pods" rule, not a
+            # decision anyone made: decide from the stored weights instead.
+            observed_weights = {}
         provider = await self._provider(owner, spec)
         target = Target(owner.namespace, owner.name, tuple(v.name for v in spec.variants))
         observations = await asyncio.gather(*(provider.samples(r, target) for r in policy.rules))

@@ -27,7 +27,7 @@ from sits_operator.core.analysis.outcome import (
 )
 from sits_operator.core.analysis.transitions import restart
 from sits_operator.core.analysis.verdicts import judge_rules, rows
-from sits_operator.core.analysis.weights import current_weights
+from sits_operator.core.analysis.weights import candidate_weight, current_weights, position_for
 from sits_operator.model.analysis import (
     AnalysisPhase,
     AnalysisState,
@@ -59,7 +59,7 @@ def decide(
         return _terminal(ctx, state)
     if state.last_period == ctx.period:
         return Decision(state, "none", f"period {ctx.period} already evaluated")
-    return _evaluate(ctx, replace(state, weights=current))
+    return _evaluate(ctx, _trusted(ctx, state))
 
 
 def _open(ctx: Context, state: AnalysisState, commands: Mapping[Command, str]) -> Outcome | None:
@@ -82,8 +82,18 @@ def _restart_words(ctx: Context, state: AnalysisState) -> tuple[str, str]:
 
 
 def _trusted(ctx: Context, state: AnalysisState) -> AnalysisState:
-    """Observed weights are the truth while the rollout moves; terminal weights are kept."""
-    return state if state.phase in TERMINAL else replace(state, weights=ctx.current)
+    """Observed weights are the truth while the rollout moves; terminal weights are kept.
+
+    When traffic stands elsewhere than we left it (someone edited the route), the canary
+    continues from there, as Flagger does: the next step is the first one heavier.
+    """
+    if state.phase in TERMINAL:
+        return state
+    moved = candidate_weight(ctx.plan, ctx.current) != candidate_weight(ctx.plan, state.weights)
+    if not state.weights or not moved or ctx.plan.strategy == "abTest":
+        return replace(state, weights=ctx.current)
+    position = position_for(ctx.plan, candidate_weight(ctx.plan, ctx.current))
+    return replace(state, weights=ctx.current, step_index=position)
 
 
 def _terminal(ctx: Context, state: AnalysisState) -> Decision:
