@@ -74,3 +74,30 @@ def namespace(local_cluster: Any, crds_installed: tuple[str, ...]) -> Iterator[s
         check=False,
     )
     kubectl("delete", "namespace", name, "--wait=false", "--ignore-not-found", check=False)
+
+
+def _other_operators() -> list[int]:
+    """PIDs of sits-operator processes this test session did not start (e.g. the demo's)."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"sits_operator" in argv and b"-m" in argv:
+            pids.append(int(proc.name))
+    return pids
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_other_operator() -> None:
+    """Two operators on one cluster would both act on every test's objects."""
+    others = _other_operators()
+    if others:
+        pytest.fail(
+            f"another sits-operator is running (pids {others}), e.g. the demo's: "
+            "stop it with `make down` before running the tests",
+            pytrace=False,
+        )
