@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from kubernetes_asyncio import client, config
 
@@ -26,9 +27,13 @@ from benchmarks.results import write_section
 from sits_localcluster.build import ensure_binaries
 from sits_localcluster.cluster import LocalCluster
 from sits_localcluster.nodes import GpuNodeSpec
+from sits_operator.core.render import render_children
+from sits_operator.model.settings import OperatorSettings
+from sits_operator.model.spec import ObjectRef, parse_spec
 
 REPO = Path(__file__).resolve().parents[1]
 NAMESPACE = f"sits-bench-{os.getpid()}"
+BASELINE_NAMESPACE = f"sits-baseline-{os.getpid()}"
 SLICES_PER_NODE = 8
 
 
@@ -61,7 +66,9 @@ def sitsd(index: int) -> dict[str, object]:
         "apiVersion": "sits.dev/v1alpha1",
         "kind": "SitsDeployment",
         "metadata": {"name": f"bench-{index:03d}", "namespace": NAMESPACE},
-        "spec": {"variants": variants},
+        # Reconciling is measured here, not analysis: name a policy that does not exist, so
+        # a cluster that has sits2026 installed (the demo's) gives the same numbers.
+        "spec": {"variants": variants, "analysis": {"policyRef": {"name": "none-benchmark"}}},
     }
 
 
@@ -80,6 +87,71 @@ async def create_all(kubeconfig: Path, manifests: list[dict[str, object]]) -> No
                 )
 
         await asyncio.gather(*(create(m) for m in manifests))
+
+
+def add_capacity(cluster: LocalCluster, count: int) -> None:
+    nodes = (count * 2 + SLICES_PER_NODE - 1) // SLICES_PER_NODE
+    for i in range(nodes):
+        cluster.kubectl("apply", "-f", "-", input=json.dumps(bench_node(i)))
+
+
+def baseline_children(count: int) -> list[dict[str, Any]]:
+    """The objects the operator would create, without owner references (no operator)."""
+    children = []
+    for i in range(count):
+        raw = sitsd(i)
+        owner = ObjectRef(name=f"bench-{i:03d}", namespace=BASELINE_NAMESPACE, uid="baseline")
+        spec = parse_spec(dict(raw["spec"]))  # type: ignore[call-overload]
+        for manifest in render_children(owner, spec, OperatorSettings()):
+            manifest["metadata"].pop("ownerReferences")
+            children.append(manifest)
+    return children
+
+
+async def create_children(kubeconfig: Path, manifests: list[dict[str, Any]]) -> None:
+    configuration = client.Configuration()
+    await config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
+    async with client.ApiClient(configuration) as api:
+        apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
+        limit = asyncio.Semaphore(20)
+
+        async def create(manifest: dict[str, Any]) -> None:
+            async with limit:
+                if manifest["kind"] == "Deployment":
+                    await apps.create_namespaced_deployment(BASELINE_NAMESPACE, manifest)  # type: ignore[arg-type]
+                else:
+                    await core.create_namespaced_service(BASELINE_NAMESPACE, manifest)  # type: ignore[arg-type]
+
+        await asyncio.gather(*(create(m) for m in manifests))
+
+
+def count_available(cluster: LocalCluster) -> int:
+    path = "{range .items[*]}{.status.availableReplicas}{'\\n'}{end}"
+    out = cluster.kubectl(
+        "get", "deployments", "-n", BASELINE_NAMESPACE, "-o", f"jsonpath={path}"
+    ).stdout
+    return sum(line.strip() == "1" for line in out.splitlines())
+
+
+def run_baseline(count: int, timeout: float) -> float:
+    """Seconds until the same 2*count Deployments are available with no operator at all:
+    the floor the control plane itself sets on this machine."""
+    cluster = LocalCluster(progress=print)
+    cluster.up()
+    add_capacity(cluster, count)
+    cluster.kubectl("create", "namespace", BASELINE_NAMESPACE, check=False)
+    try:
+        start = time.monotonic()
+        asyncio.run(create_children(cluster.kubeconfig, baseline_children(count)))
+        available = 0
+        while available < 2 * count and time.monotonic() - start < timeout:
+            time.sleep(1)
+            available = count_available(cluster)
+            print(f"  {time.monotonic() - start:5.1f} s: {available}/{2 * count} available")
+        return time.monotonic() - start
+    finally:
+        cluster.kubectl("delete", "namespace", BASELINE_NAMESPACE, "--wait=false", check=False)
+        cluster.kubectl("delete", "nodes", "-l", "sits.dev/bench=true", "--wait=false", check=False)
 
 
 def kubectl_json(cluster: LocalCluster, *args: str) -> dict[str, object]:
@@ -106,14 +178,22 @@ def run(count: int, timeout: float) -> dict[str, float]:
     crds = str(REPO / "crds")
     cluster.kubectl("apply", "--server-side", "--field-manager=sits-bench", "-f", crds)
     cluster.kubectl("wait", "--for=condition=Established", "crd/sitsdeployments.sits.dev")
-    nodes = (count * 2 + SLICES_PER_NODE - 1) // SLICES_PER_NODE
-    for i in range(nodes):
-        cluster.kubectl("apply", "-f", "-", input=json.dumps(bench_node(i)))
+    add_capacity(cluster, count)
     cluster.kubectl("create", "namespace", NAMESPACE, check=False)
     env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig)}
     log = open(cluster.state_dir / "logs" / "bench-operator.log", "wb")  # noqa: SIM115
     operator = subprocess.Popen(
-        [sys.executable, "-m", "sits_operator", "--metrics-address", "", "--namespace", NAMESPACE],
+        [
+            sys.executable,
+            "-m",
+            "sits_operator",
+            "--metrics-address",
+            "",
+            "--alert-webhook-address",
+            "",
+            "--namespace",
+            NAMESPACE,
+        ],
         stdout=log,
         stderr=subprocess.STDOUT,
         env=env,
@@ -148,7 +228,7 @@ def run(count: int, timeout: float) -> dict[str, float]:
     }
 
 
-def write_results(result: dict[str, float]) -> None:
+def write_results(result: dict[str, float], baseline: float | None) -> None:
     section = (
         "## Operator scale: 200 SitsDeployments of 2 variants applied at once\n\n"
         "Command: `make bench` (`python -m benchmarks.operator_scale --count 200`), on the local\n"
@@ -161,6 +241,12 @@ def write_results(result: dict[str, float]) -> None:
         f"1-minute load average when the run ended: {result['load_average']:.1f} (2 cores; the"
         " control plane, kwok and the operator share them).\n"
     )
+    if baseline is not None:
+        section += (
+            f"\nControl-plane floor (`--baseline`): the same {2 * result['count']:.0f} Deployments"
+            f" and {3 * result['count']:.0f} Services created directly, no operator: all"
+            f" available after {baseline:.1f} s. The operator's own share is the difference.\n"
+        )
     write_section(section)
 
 
@@ -168,8 +254,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--count", type=int, default=200)
     parser.add_argument("--timeout", type=float, default=300)
+    parser.add_argument(
+        "--baseline",
+        action="store_true",
+        help="also time the same children created without the operator",
+    )
     args = parser.parse_args()
-    write_results(run(args.count, args.timeout))
+    baseline = run_baseline(args.count, args.timeout) if args.baseline else None
+    if baseline is not None:
+        time.sleep(20)  # let the baseline's pods go before the measured run
+    write_results(run(args.count, args.timeout), baseline)
 
 
 if __name__ == "__main__":

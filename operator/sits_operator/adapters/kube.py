@@ -48,6 +48,14 @@ class NoopKubeWriter:
         self.calls.append(("status", (namespace, name, status)))
 
 
+async def _check(response: Any) -> None:
+    """Raw responses (no model decoding) must be read, released, and checked by hand."""
+    body = await response.read()
+    response.release()
+    if not 200 <= response.status <= 299:
+        raise ApiException(status=response.status, reason=f"{response.reason}: {body[:300]!r}")
+
+
 class ApiKubeWriter:
     """The real writer. Typed APIs for the few kinds the operator owns."""
 
@@ -60,16 +68,30 @@ class ApiKubeWriter:
     async def apply(self, manifest: Manifest) -> None:
         meta = manifest["metadata"]
         name, namespace, manager = meta["name"], meta["namespace"], self._field_manager
+        response: Any
         if manifest["kind"] == "Deployment":
-            await self._apps.patch_namespaced_deployment(  # type: ignore[call-arg]
-                name, namespace, manifest, field_manager=manager, force=True, _content_type=APPLY
+            response = await self._apps.patch_namespaced_deployment(  # type: ignore[call-arg]
+                name,
+                namespace,
+                manifest,
+                field_manager=manager,
+                force=True,
+                _content_type=APPLY,
+                _preload_content=False,  # the response is not needed: skip model decoding
             )
         elif manifest["kind"] == "Service":
-            await self._core.patch_namespaced_service(  # type: ignore[call-arg]
-                name, namespace, manifest, field_manager=manager, force=True, _content_type=APPLY
+            response = await self._core.patch_namespaced_service(  # type: ignore[call-arg]
+                name,
+                namespace,
+                manifest,
+                field_manager=manager,
+                force=True,
+                _content_type=APPLY,
+                _preload_content=False,  # the response is not needed: skip model decoding
             )
         else:
             raise ValueError(f"the operator does not own objects of kind {manifest['kind']}")
+        await _check(response)
 
     async def delete(self, *, kind: str, namespace: str, name: str) -> None:
         try:

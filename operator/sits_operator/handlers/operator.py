@@ -30,7 +30,8 @@ log = logging.getLogger("sits_operator")
 WAKEUPS = Wakeups()
 OWNED = {naming.LABEL_MANAGED_BY: naming.MANAGED_BY}
 SELECTED = {naming.LABEL_DEPLOYMENT: kopf.PRESENT}
-DEBOUNCE_SECONDS = 0.2
+# Coalesce bursts (a rollout's pods turn ready one by one) into fewer status writes.
+DEBOUNCE_SECONDS = 0.5
 
 
 def loop_time() -> float:

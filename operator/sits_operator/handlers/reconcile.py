@@ -297,8 +297,12 @@ class Reconciler:
                 cond.type in (ConditionType.INVALID, ConditionType.UNSCHEDULABLE)
                 and cond.status == "True"
             )
-            if cond.status == "False" and cond.type != ConditionType.READY and not previous:
-                continue  # a healthy first status needs no "X is False" events
+            if cond.type == ConditionType.PROGRESSING:
+                continue  # the inverse of Ready while rolling out: PhaseChanged says it
+            if cond.type == ConditionType.READY and result.phase_changed:
+                continue  # "Progressing -> Ready" already says it
+            if cond.status == "False" and not previous.get("conditions"):
+                continue  # a first status needs no "X is False" events: PhaseChanged says it
             self.post(
                 body,
                 "Warning" if warn else "Normal",
