@@ -43,3 +43,6 @@ fi
 
 step "local control plane binaries (cached in ~/.cache/sits)"
 e2e/cluster/build-control-plane.sh >/dev/null
+
+step "real vLLM on the CPU for the data-plane tests (separate venv in ~/.cache/sits)"
+scripts/setup-vllm.sh

@@ -18,11 +18,13 @@ import sys
 import uuid
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
 from .build import ensure_binaries
-from .cluster import LocalCluster
+from .cluster import LocalCluster, default_state_dir
+from .components import Ports
 
 FIXTURE = "local_cluster"
 
@@ -48,14 +50,42 @@ def _progress(line: str) -> object:
     return None
 
 
+# Tests get their own cluster (state and ports), apart from the demo's: what a demo left
+# behind (workloads holding MIG slices, extra nodes) must not change test outcomes.
+TEST_PORTS = Ports(
+    apiserver=18443,
+    etcd_client=14379,
+    etcd_peer=14380,
+    controller_manager=22257,
+    scheduler=22259,
+    kwok=22247,
+)
+
+
+def cluster_for_tests(bin_dir: Path | None = None) -> LocalCluster:
+    """The tests' cluster; SITS_CLUSTER_DIR (and SITS_*_PORT) select another one."""
+    if os.environ.get("SITS_CLUSTER_DIR"):
+        return LocalCluster(bin_dir=bin_dir, progress=_progress)
+    state = Path(
+        os.environ.get("SITS_TEST_CLUSTER_DIR", default_state_dir().parent / "test-cluster")
+    )
+    return LocalCluster(state, bin_dir=bin_dir, ports=TEST_PORTS, progress=_progress)
+
+
 def _bring_up() -> None:
-    """Build (if needed) and start or reuse the cluster; remember any failure."""
+    """Build (if needed) and start or reuse the cluster; remember any failure.
+
+    A cluster that is not running is started from empty state, so every fresh session
+    (and CI) tests against a clean cluster; a running one is reused for quick reruns.
+    """
     if _STATE.attempted:
         return
     _STATE.attempted = True
     try:
         bin_dir = ensure_binaries(_progress)
-        cluster = LocalCluster(bin_dir=bin_dir, progress=_progress)
+        cluster = cluster_for_tests(bin_dir)
+        if not cluster.is_running():
+            cluster.down(purge=True)
         _STATE.started_here = cluster.up(user_pid=os.getpid())
         _STATE.cluster = cluster
     except Exception as err:  # any failure must surface as a test failure, with its reason

@@ -29,7 +29,7 @@ def _poll(what: str, attempt: Callable[[], bool], *, timeout: float, step: float
 
 
 @pytest.fixture(scope="session")
-def crds_installed(local_cluster: Any) -> tuple[str, ...]:
+def crds_installed(local_cluster: Any, no_other_operator: None) -> tuple[str, ...]:
     """Apply crds/ (server-side, as GitOps tools do) and wait until the API serves them."""
     kubectl = local_cluster.kubectl
     kubectl("apply", "--server-side", "--field-manager=sits-tests", "-f", str(CRDS_DIR))
@@ -76,8 +76,9 @@ def namespace(local_cluster: Any, crds_installed: tuple[str, ...]) -> Iterator[s
     kubectl("delete", "namespace", name, "--wait=false", "--ignore-not-found", check=False)
 
 
-def _other_operators() -> list[int]:
-    """PIDs of sits-operator processes this test session did not start (e.g. the demo's)."""
+def _other_operators(kubeconfig: Path) -> list[int]:
+    """PIDs of sits-operator processes working on this cluster that this session did not
+    start (another test session's); the demo's operator works on another cluster."""
     pids = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
@@ -86,18 +87,24 @@ def _other_operators() -> list[int]:
             argv = (proc / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"sits_operator" in argv and b"-m" in argv:
+        if b"sits_operator" not in argv or b"-m" not in argv:
+            continue
+        try:
+            environ = (proc / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if f"KUBECONFIG={kubeconfig}".encode() in environ:
             pids.append(int(proc.name))
     return pids
 
 
-@pytest.fixture(scope="session", autouse=True)
-def no_other_operator() -> None:
+@pytest.fixture(scope="session")
+def no_other_operator(local_cluster: Any) -> None:
     """Two operators on one cluster would both act on every test's objects."""
-    others = _other_operators()
+    others = _other_operators(Path(local_cluster.kubeconfig))
     if others:
         pytest.fail(
-            f"another sits-operator is running (pids {others}), e.g. the demo's: "
-            "stop it with `make down` before running the tests",
+            f"another sits-operator works on the test cluster (pids {others}): "
+            "another test session is using the test cluster; let it finish",
             pytrace=False,
         )

@@ -1,0 +1,105 @@
+"""``sits-gateway``: run the gateway from flags or ``SITS_GATEWAY_*`` variables.
+
+Inside a cluster::
+
+    sits-gateway --source kubernetes --namespace demo --deployment chat --host 0.0.0.0
+
+Outside (a file of endpoints and weights, reloaded when it changes)::
+
+    sits-gateway --routes-file routes.yaml --port 8080
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Sequence
+
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+from .app import start_gateway
+from .config import GatewayConfig, parse_config
+from .sources import RoutingSource
+from .sources.static import StaticFileSource
+from .table import TableError
+from .telemetry import Probes
+
+log = logging.getLogger("sits_inference.gateway")
+
+
+def make_source(config: GatewayConfig) -> RoutingSource:
+    """The factory keyed by ``--source``."""
+    if config.source == "kubernetes":
+        if not (config.namespace and config.deployment):
+            raise ValueError("the kubernetes source needs a namespace and a deployment")
+        from .sources.kube import KubernetesSource  # kubernetes_asyncio only when used
+
+        return KubernetesSource(
+            namespace=config.namespace, deployment=config.deployment, kubeconfig=config.kubeconfig
+        )
+    if not config.routes_file:
+        raise ValueError("the static source needs a routes file")
+    return StaticFileSource(config.routes_file)
+
+
+def make_tracer_provider(config: GatewayConfig) -> TracerProvider | None:
+    """An SDK provider exporting OTLP/HTTP in batches when configured; None (no spans at
+    all, the cheapest path) otherwise."""
+    if not config.otlp_endpoint:
+        return None
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    provider = TracerProvider(resource=Resource.create({"service.name": "sits-gateway"}))
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(config.otlp_endpoint)))
+    return provider
+
+
+async def serve(config: GatewayConfig, stop: asyncio.Event | None = None) -> None:
+    """Run until ``stop`` is set (or SIGINT/SIGTERM)."""
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    provider = make_tracer_provider(config)
+    tracer = provider.get_tracer("sits.gateway") if provider else None
+    probes = Probes(tracer=tracer, genai_metrics=config.genai_metrics)
+    running = await start_gateway(config, make_source(config), probes=probes)
+    log.info("sits-gateway listening on %s (source: %s)", running.url, config.source)
+    try:
+        await stop.wait()
+    finally:
+        await running.stop()
+        if provider is not None:
+            provider.shutdown()  # flushes the spans still batched
+
+
+def run(config: GatewayConfig) -> None:
+    """uvloop roughly doubles what one core proxies; plain asyncio still works without it."""
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(serve(config))
+    else:
+        uvloop.run(serve(config))
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    config = parse_config(argv)
+    logging.basicConfig(
+        level=config.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        run(config)
+    except TableError as err:  # a routes file that cannot serve: say why, no traceback
+        log.error("cannot start: %s", err)
+        raise SystemExit(1) from None
+
+
+if __name__ == "__main__":
+    main()
