@@ -397,8 +397,8 @@ def test_gateway_api_router_moves_httproute_weights(scenario: Scenario, gateway_
         if scenario.watch.status().get("phase") == "Succeeded":
             break
         time.sleep(0.4)
-    assert seen[0] == (100, 0)
-    assert seen[1:] == [(75, 25), (50, 50), (0, 100)]
+    # The route starts at 100/0 (written above); the operator may move it before the first poll.
+    assert [point for point in seen if point != (100, 0)] == [(75, 25), (50, 50), (0, 100)]
     assert route["spec"]["rules"][0]["filters"][0]["type"] == "RequestHeaderModifier"
     assert route["spec"]["rules"][0]["matches"][0]["path"]["value"] == "/v1"
     assert route["spec"]["rules"][1]["backendRefs"] == [
