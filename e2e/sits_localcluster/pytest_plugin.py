@@ -103,7 +103,7 @@ def pytest_runtest_protocol(
 
 
 @contextlib.contextmanager
-def _uncaptured(config: pytest.Config) -> Iterator[None]:
+def uncaptured(config: pytest.Config) -> Iterator[None]:
     """Let progress lines through pytest's fd-level capture during fixture set-up/teardown."""
     capman = config.pluginmanager.getplugin("capturemanager")
     if capman is None:
@@ -120,13 +120,13 @@ def local_cluster(pytestconfig: pytest.Config) -> Iterator[LocalCluster]:
     It is left running while another live session still uses it (the last one out stops
     it), and always when a person started or re-upped it with ``sits-cluster up``.
     """
-    with _uncaptured(pytestconfig):
+    with uncaptured(pytestconfig):
         _bring_up()
     cluster = _STATE.cluster
     if cluster is None:
         pytest.fail(f"local cluster unavailable: {_STATE.error}", pytrace=False)
     yield cluster
-    with _uncaptured(pytestconfig):
+    with uncaptured(pytestconfig):
         cluster.release(os.getpid())
 
 

@@ -19,7 +19,6 @@ green run hide that the vLLM tests never ran. The failure says how to fix it.
 
 from __future__ import annotations
 
-import contextlib
 import sys
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
@@ -27,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from sits_localcluster.pytest_plugin import uncaptured
 
 from .model import ensure_tiny_model
 from .orphans import reap_orphans
@@ -60,17 +61,6 @@ def _progress(line: str) -> None:
     stream = sys.__stderr__ or sys.stderr
     stream.write(f"[sits-vllm] {line}\n")
     stream.flush()
-
-
-@contextlib.contextmanager
-def _uncaptured(config: pytest.Config) -> Iterator[None]:
-    """Let progress lines through pytest's fd-level capture."""
-    capman = config.pluginmanager.getplugin("capturemanager")
-    if capman is None:
-        yield
-        return
-    with capman.global_and_fixture_disabled():
-        yield
 
 
 def _describe(err: BaseException) -> str:
@@ -120,7 +110,7 @@ def pytest_runtest_protocol(
     """Do the slow preparation before the per-test timeout clock starts."""
     names = set(getattr(item, "fixturenames", ()))
     if names & FIXTURES:
-        with _uncaptured(item.config):
+        with uncaptured(item.config):
             _prepare_model()
             if "vllm_server" in names:
                 _prepare_server()
@@ -151,20 +141,20 @@ def _require_model() -> Path:
 @pytest.fixture(scope="session")
 def tiny_model(pytestconfig: pytest.Config) -> Path:
     """Directory of the cached tiny random Llama (builds it on first use)."""
-    with _uncaptured(pytestconfig):
+    with uncaptured(pytestconfig):
         return _require_model()
 
 
 @pytest.fixture(scope="session")
 def vllm_server(pytestconfig: pytest.Config, tiny_model: Path) -> Iterator[VllmServer]:
     """The session's shared vLLM server serving ``tiny`` on 127.0.0.1."""
-    with _uncaptured(pytestconfig):
+    with uncaptured(pytestconfig):
         _prepare_server()
     server = _STATE.server
     if server is None:
         pytest.fail(f"vLLM server failed to start: {_STATE.server_error}", pytrace=False)
     yield server
-    with _uncaptured(pytestconfig):
+    with uncaptured(pytestconfig):
         server.stop()
     _STATE.server = None
 
@@ -181,12 +171,12 @@ def vllm_factory(pytestconfig: pytest.Config, tiny_model: Path) -> Iterator[Vllm
         kwargs.setdefault("model_dir", tiny_model)
         server = VllmServer(**kwargs)
         _STATE.extra_servers.append(server)
-        with _uncaptured(pytestconfig):
+        with uncaptured(pytestconfig):
             _progress(f"starting an extra vLLM server on {server.url}")
             return server.start(timeout)
 
     yield start
-    with _uncaptured(pytestconfig):
+    with uncaptured(pytestconfig):
         for server in _STATE.extra_servers:
             server.stop()
     _STATE.extra_servers.clear()
