@@ -138,6 +138,40 @@ def set_traffic(deployment: str, variant: str, rps: float, error_ratio: float) -
     urllib.request.urlopen(request, timeout=5).close()
 
 
+def adapter_volume() -> list[dict[str, Any]]:
+    """The claim the lora-adapters example reads its adapters from (pvc://sits-adapters/...).
+
+    A statically provisioned, pre-bound PersistentVolume: the embedded cluster has no storage
+    provisioner, and the fake nodes never mount it, but the scheduler and the PV binder
+    treat it exactly as they would a real one.
+    """
+    claim = "sits-adapters"
+    volume = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": "sits-demo-adapters"},
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadOnlyMany"],
+            "storageClassName": "",
+            "hostPath": {"path": "/var/lib/sits-demo/adapters"},
+            "claimRef": {"namespace": "default", "name": claim},
+        },
+    }
+    pvc = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": claim, "namespace": "default"},
+        "spec": {
+            "accessModes": ["ReadOnlyMany"],
+            "storageClassName": "",
+            "volumeName": "sits-demo-adapters",
+            "resources": {"requests": {"storage": "1Gi"}},
+        },
+    }
+    return [volume, pvc]
+
+
 def demo_policy() -> dict[str, Any]:
     """SITS2026's rules, thresholds and actions, on 5 s periods and 15 s windows."""
     policy = yaml.safe_load((REPO / "policies" / "sits2026.yaml").read_text())
@@ -231,6 +265,8 @@ def demo() -> None:
         env={**os.environ, "KUBECONFIG": str(cluster.kubeconfig)},
     )
     say("applying the examples (vLLM + sidecar pods placed on fake MIG nodes)")
+    for manifest in adapter_volume():
+        kubectl("apply", "-f", "-", input=json.dumps(manifest))
     for name in EXAMPLES:
         print(kubectl("apply", "-n", "default", "-f", str(REPO / "examples" / name)).stdout.strip())
     follow(cluster, "default", {"Ready", "Progressing"}, timeout=120)

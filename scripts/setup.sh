@@ -34,7 +34,11 @@ python="${PYTHON:-python3}"
 stamp=".venv/.sits-installed-$(sha256sum pyproject.toml | cut -c1-16)"
 if [[ ! -f "$stamp" ]]; then
   .venv/bin/pip install -q --upgrade pip
-  .venv/bin/pip install -q -e '.[dev]'
+  # torch is held to the version the vLLM venv uses (scripts/setup-vllm.sh), so the
+  # several-GB wheel is downloaded once and shared through pip's cache.
+  echo "torch==2.13.0" > .venv/.sits-constraints.txt
+  echo "installing the project, its dev tools and the data plane (torch: several GB, once)"
+  .venv/bin/pip install -q --progress-bar off -c .venv/.sits-constraints.txt -e '.[dev,dataplane]'
   rm -f .venv/.sits-installed-* && touch "$stamp"
   echo "installed the project and its dev tools"
 else

@@ -11,7 +11,7 @@ import hashlib
 import json
 from typing import Any
 
-from sits_operator.core import naming
+from sits_operator.core import naming, volumes
 from sits_operator.core.vllm import vllm_args
 from sits_operator.model.mig import resource_name
 from sits_operator.model.settings import OperatorSettings
@@ -109,7 +109,10 @@ def _vllm_container(
         "startupProbe": _http_probe("/health", "vllm", periodSeconds=10, failureThreshold=60),
         "readinessProbe": _http_probe("/health", "vllm", periodSeconds=5, failureThreshold=3),
         "livenessProbe": _http_probe("/health", "vllm", periodSeconds=10, failureThreshold=6),
-        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
+        "volumeMounts": [
+            {"name": "dshm", "mountPath": "/dev/shm"},
+            *volumes.claim_mounts(variant),
+        ],
     }
 
 
@@ -129,15 +132,24 @@ def _cache_env(variant: Variant, served_name: str, settings: OperatorSettings) -
             cache.semantic.cache_non_deterministic
         ).lower(),
         "SITS_CACHE_VECTOR_ENABLED": str(cache.vector_index.enabled).lower(),
-        "SITS_CACHE_VECTOR_INDEX": cache.vector_index.index_ref or "",
+        "SITS_CACHE_VECTOR_INDEX": volumes.resolve(cache.vector_index.index_ref or ""),
         "SITS_CACHE_VECTOR_HOT_MIN_HITS": str(cache.vector_index.hot_list_min_hits),
         "SITS_CACHE_VECTOR_HOT_WINDOW": cache.vector_index.hot_list_window,
         "SITS_CACHE_LORA_MAX_RESIDENT": str(cache.lora.max_resident),
         "SITS_CACHE_LORA_ADAPTERS": json.dumps(
-            [a.model_dump(by_alias=True, exclude_none=True) for a in variant.lora.adapters]
+            [
+                {
+                    **a.model_dump(by_alias=True, exclude_none=True),
+                    "source": volumes.resolve(a.source),
+                }
+                for a in variant.lora.adapters
+            ]
             if variant.serves_adapters
             else []
         ),
+        # Writable scratch for what must survive a sidecar restart within the pod's life
+        # (L2 inverted-list access statistics, so hot lists are preloaded at start).
+        "SITS_CACHE_STATE_DIR": volumes.STATE_DIR,
     }
     return [{"name": key, "value": value} for key, value in pairs.items()]
 
@@ -153,6 +165,10 @@ def _sidecar_container(
         "ports": [{"name": "http", "containerPort": settings.sidecar_port, "protocol": "TCP"}],
         "readinessProbe": _http_probe("/health", "http", periodSeconds=5),
         "securityContext": {"runAsNonRoot": True, "allowPrivilegeEscalation": False},
+        "volumeMounts": [
+            {"name": volumes.STATE_VOLUME, "mountPath": volumes.STATE_DIR},
+            *volumes.claim_mounts(variant),
+        ],
     }
 
 
@@ -165,7 +181,11 @@ def _pod_spec(
             _sidecar_container(owner, spec, variant, settings),
         ],
         "tolerations": [GPU_TOLERATION],
-        "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "2Gi"}}],
+        "volumes": [
+            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "2Gi"}},
+            {"name": volumes.STATE_VOLUME, "emptyDir": {"sizeLimit": "256Mi"}},
+            *volumes.claim_volumes(variant),
+        ],
         "terminationGracePeriodSeconds": 60,
     }
     if variant.gpu_product is not None:

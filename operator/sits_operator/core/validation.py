@@ -6,6 +6,7 @@ operator then changes nothing in the cluster, so a typo never deletes running po
 
 from __future__ import annotations
 
+from sits_operator.core import volumes
 from sits_operator.core.quantity import parse_bytes
 from sits_operator.core.vllm import MIN_KV_CACHE_BYTES, kv_cache_bytes
 from sits_operator.model.mig import products_offering
@@ -21,6 +22,7 @@ def _variant_problems(index: int, variant: Variant, settings: OperatorSettings) 
             f"{field}.lora: {len(variant.lora.adapters)} adapter(s) listed but lora.enabled is "
             "false; enable LoRA or remove the adapters"
         )
+    problems += _reference_problems(field, variant)
     if variant.gpu_product and variant.gpu_product not in products_offering(variant.mig_profile):
         problems.append(
             f"{field}.migProfile: {variant.mig_profile} is not offered by {variant.gpu_product}"
@@ -38,6 +40,20 @@ def _variant_problems(index: int, variant: Variant, settings: OperatorSettings) 
                 f"{max(kv, 0) // 2**20} MiB of KV cache on a {variant.mig_profile} slice "
                 f"(need at least {MIN_KV_CACHE_BYTES // 2**20} MiB); choose a larger profile"
             )
+    return problems
+
+
+def _reference_problems(field: str, variant: Variant) -> list[str]:
+    problems: list[str] = []
+    for index, adapter in enumerate(variant.lora.adapters):
+        problem = volumes.reference_problem(adapter.source, allow_hub_id=True)
+        if problem:
+            problems.append(f"{field}.lora.adapters[{index}].source: {problem}")
+    index_ref = variant.cache.vector_index.index_ref
+    if variant.cache.vector_index.enabled and index_ref:
+        problem = volumes.reference_problem(index_ref, allow_hub_id=False)
+        if problem:
+            problems.append(f"{field}.cache.vectorIndex.indexRef: {problem}")
     return problems
 
 
