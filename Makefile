@@ -25,9 +25,17 @@ unit: setup
 integration: setup
 	$(VENV)/python -m pytest tests/integration
 
+# Every benchmark writes its section of docs/benchmarks.md. Heavy inputs (100k embedded
+# cache entries, the 1M-vector index, 32 LoRA adapters) are cached in ~/.cache/sits/bench.
 bench: setup
+	@scripts/setup-bench.sh
 	$(VENV)/python -m benchmarks.operator_scale
 	$(VENV)/python -m benchmarks.rollback_reaction
+	$(VENV)/python -m benchmarks.gateway_proxy
+	$(VENV)/python -m benchmarks.semantic_cache
+	$(VENV)/python -m benchmarks.cache_hit_vs_miss
+	$(VENV)/python -m benchmarks.vector_index
+	$(VENV)/python -m benchmarks.lora_residency
 
 down:
 	-@$(VENV)/python e2e/demo.py --down
