@@ -73,6 +73,24 @@ def test_children_are_a_deployment_and_service_per_variant_plus_one_root_service
             id="adapters-enable-lora",
         ),
         pytest.param(
+            {
+                "lora": {"adapters": [{"name": "a", "source": "/a"}], "maxLoras": 2},
+                "cache": {"lora": {"maxResident": 6}},
+            },
+            ["--max-lora-rank", "16", "--max-cpu-loras", "6"],
+            [],
+            id="cpu-loras-hold-the-sidecar-residency",
+        ),
+        pytest.param(
+            {
+                "lora": {"adapters": [{"name": "a", "source": "/a"}], "maxLoras": 8},
+                "cache": {"lora": {"maxResident": 4}},
+            },
+            ["--max-cpu-loras", "8"],
+            [],
+            id="cpu-loras-at-least-gpu-slots",
+        ),
+        pytest.param(
             {"lora": {"enabled": True, "adapters": []}},
             [],
             ["--enable-lora"],

@@ -31,6 +31,20 @@ from tests.unit.factories import spec, variant
         pytest.param(
             variant(modelMemory="lots"), "spec.variants[0].modelMemory: 'lots'", id="bad-quantity"
         ),
+        pytest.param(
+            variant(
+                lora={
+                    "adapters": [
+                        {"name": "a", "source": "/a", "pinned": True},
+                        {"name": "b", "source": "/b", "pinned": True},
+                        {"name": "c", "source": "/c"},
+                    ]
+                },
+                cache={"lora": {"maxResident": 2}},
+            ),
+            "spec.variants[0].cache.lora.maxResident: 2 slot(s) cannot hold 2 pinned",
+            id="pinned-fill-every-residency-slot",
+        ),
     ],
 )
 def test_problems_name_the_field(first: dict[str, object], fragment: str) -> None:

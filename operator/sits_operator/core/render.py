@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from sits_operator.core import naming, volumes
-from sits_operator.core.vllm import vllm_args
+from sits_operator.core.vllm import max_cpu_loras, vllm_args
 from sits_operator.model.mig import resource_name
 from sits_operator.model.settings import OperatorSettings
 from sits_operator.model.spec import (
@@ -136,6 +136,7 @@ def _cache_env(variant: Variant, served_name: str, settings: OperatorSettings) -
         "SITS_CACHE_VECTOR_HOT_MIN_HITS": str(cache.vector_index.hot_list_min_hits),
         "SITS_CACHE_VECTOR_HOT_WINDOW": cache.vector_index.hot_list_window,
         "SITS_CACHE_LORA_MAX_RESIDENT": str(cache.lora.max_resident),
+        "SITS_CACHE_LORA_MAX_CPU_LORAS": str(max_cpu_loras(variant)),
         "SITS_CACHE_LORA_ADAPTERS": json.dumps(
             [
                 {

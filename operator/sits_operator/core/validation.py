@@ -23,6 +23,7 @@ def _variant_problems(index: int, variant: Variant, settings: OperatorSettings) 
             "false; enable LoRA or remove the adapters"
         )
     problems += _reference_problems(field, variant)
+    problems += _residency_problems(field, variant)
     if variant.gpu_product and variant.gpu_product not in products_offering(variant.mig_profile):
         problems.append(
             f"{field}.migProfile: {variant.mig_profile} is not offered by {variant.gpu_product}"
@@ -41,6 +42,23 @@ def _variant_problems(index: int, variant: Variant, settings: OperatorSettings) 
                 f"(need at least {MIN_KV_CACHE_BYTES // 2**20} MiB); choose a larger profile"
             )
     return problems
+
+
+def _residency_problems(field: str, variant: Variant) -> list[str]:
+    """Pinned adapters take L3 slots for good; the others need at least one slot left."""
+    if not variant.serves_adapters:
+        return []
+    adapters = variant.lora.adapters
+    pinned = sum(1 for a in adapters if a.pinned)
+    slots = variant.cache.lora.max_resident
+    needed = pinned + (1 if pinned < len(adapters) else 0)
+    if needed <= slots:
+        return []
+    return [
+        f"{field}.cache.lora.maxResident: {slots} slot(s) cannot hold {pinned} pinned "
+        f"adapter(s) and still load the {len(adapters) - pinned} unpinned one(s); raise "
+        "maxResident or pin fewer"
+    ]
 
 
 def _reference_problems(field: str, variant: Variant) -> list[str]:

@@ -24,6 +24,16 @@ def kv_cache_bytes(variant: Variant, settings: OperatorSettings) -> int:
     return usable - parse_bytes(variant.model_memory)
 
 
+def max_cpu_loras(variant: Variant) -> int:
+    """vLLM's CPU-side adapter cache: at least the GPU slots, at least the sidecar's residency.
+
+    vLLM 0.32 keeps unloaded adapters' weights in an LRU of this size; the sidecar's L3
+    tier keeps that LRU aligned with its own choice of resident adapters, which only works
+    when the LRU can hold every adapter the sidecar keeps resident.
+    """
+    return max(variant.lora.max_loras, variant.cache.lora.max_resident)
+
+
 def vllm_args(variant: Variant, served_model_name: str, settings: OperatorSettings) -> list[str]:
     """Arguments for `python -m vllm.entrypoints.openai.api_server`.
 
@@ -49,5 +59,7 @@ def vllm_args(variant: Variant, served_model_name: str, settings: OperatorSettin
             str(variant.lora.max_loras),
             "--max-lora-rank",
             str(variant.lora.max_lora_rank),
+            "--max-cpu-loras",
+            str(max_cpu_loras(variant)),
         ]
     return args + list(variant.vllm_args)
