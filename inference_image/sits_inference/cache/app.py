@@ -1,0 +1,386 @@
+"""The sidecar's HTTP front: chat and completions through L1, everything else to vLLM.
+
+Per chat or completion request, in order: read and check the body (4xx, never a tier);
+take the L3 lease when the model is an adapter (its digest joins the cache partition, its
+versioned name goes upstream); then one of
+
+- ``bypass``: the client sent ``x-sits-cache: bypass``: no lookup, no store;
+- ``skip``: L1 does not admit the request (sampled, n > 1, disabled...), reason in
+  ``x-sits-cache-reason``;
+- ``hit``: L1 found an answer above its threshold that its near-miss guard accepts;
+  served as JSON or replayed as SSE, with ``x-sits-cache-similarity``;
+- ``miss``: sent to vLLM, and the complete answer stored (a stream once ``[DONE]``).
+
+L1 lookups and stores run on a small thread pool: embedding is CPU-bound and must never
+block the event loop that relays other requests' streams.
+
+While vLLM is down, cache hits are still served (same revision, same answers; the pod is
+out of its Service by then anyway, since ``/health`` follows vLLM) and everything else
+gets a 503 at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import aiohttp
+import orjson
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from sits_inference.gateway import errors
+from sits_inference.gateway.errors import GatewayError
+
+from . import admin
+from .completions import CachedCompletion, Kind, response_document, stream_events
+from .inference import InferenceCall, read_call
+from .lora import AdapterLease, AdapterResidency, AdapterUnavailable
+from .metrics import CacheMetrics
+from .relay import CACHE_HEADER, Forward, Relay, error_reply, unavailable
+from .semantic import Admission, CacheRequest, Hit
+from .settings import SidecarSettings
+from .sidecar_metrics import Outcome, SidecarMetrics
+from .tiers import Tiers, lease_for
+from .upstream import CameUp, UpstreamMonitor
+
+log = logging.getLogger("sits_inference.cache")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+T = TypeVar("T")
+SIMILARITY_HEADER = "x-sits-cache-similarity"
+AGE_HEADER = "x-sits-cache-age"
+REASON_HEADER = "x-sits-cache-reason"
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    outcome: Outcome
+    admission: Admission | None = None
+    reason: str | None = None
+
+
+class Sidecar:
+    """Owns the upstream session, the monitor and the lookup threads; not the tiers'
+    construction (``build_tiers``), but their start and close."""
+
+    def __init__(self, settings: SidecarSettings, metrics: CacheMetrics, tiers: Tiers) -> None:
+        self.settings = settings
+        self.cache_metrics = metrics
+        self.metrics = SidecarMetrics(metrics.registry)
+        self.tiers = tiers
+        self._executor = ThreadPoolExecutor(settings.lookup_workers, thread_name_prefix="sits-l1")
+        self._session: aiohttp.ClientSession | None = None
+        self._monitor: UpstreamMonitor | None = None
+        self._relay: Relay | None = None
+        self._background: set[asyncio.Task[Any]] = set()
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    async def open(self) -> None:
+        self._session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=4.0),
+            auto_decompress=False,  # bytes pass through exactly as vLLM sent them
+            skip_auto_headers=("User-Agent", "Accept-Encoding"),
+        )
+        self._monitor = UpstreamMonitor(
+            self._session, self.settings.upstream, metrics=self.metrics,
+            on_up=self._upstream_came_up, interval_s=self.settings.health_interval_s,
+        )  # fmt: skip
+        self._relay = Relay(
+            self._session, self.settings.upstream, self._monitor, self.metrics,
+            connect_timeout_s=self.settings.connect_timeout_s,
+            read_timeout_s=self.settings.upstream_timeout_s,
+        )  # fmt: skip
+        if self.tiers.retrieval is not None:
+            await self.tiers.retrieval.start()
+        if self.tiers.residency is not None:
+            await self.tiers.residency.start()  # before the first check may call it
+        await self._monitor.check()
+        self._monitor.start()
+
+    async def close(self) -> None:
+        if self._monitor is not None:
+            await self._monitor.close()
+        for task in list(self._background):
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+        if self.tiers.residency is not None:
+            await self.tiers.residency.close()
+        if self.tiers.retrieval is not None:
+            await self.tiers.retrieval.close()
+        if self._session is not None:
+            await self._session.close()
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    @property
+    def monitor(self) -> UpstreamMonitor:
+        assert self._monitor is not None, "Sidecar.open() was not awaited"
+        return self._monitor
+
+    @property
+    def relay(self) -> Relay:
+        assert self._relay is not None, "Sidecar.open() was not awaited"
+        return self._relay
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=self.settings.max_body_bytes)
+        app.router.add_post("/v1/chat/completions", self._inference("chat"))
+        app.router.add_post("/v1/completions", self._inference("completion"))
+        app.router.add_get("/v1/models", self.models)
+        app.router.add_get("/health", self.health)
+        app.router.add_get("/metrics", self.metrics_page)
+        app.router.add_routes(admin.routes(self))
+        if self.tiers.retrieval is not None:
+            app.router.add_routes(self.tiers.retrieval.routes())
+        app.router.add_route("*", "/{tail:.*}", self.passthrough)
+        return app
+
+    async def in_thread(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run blocking tier work (embedding, index search) off the event loop."""
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
+    def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> None:
+        task = asyncio.create_task(coro, name=name)
+        self._background.add(task)
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[Any]) -> None:
+        self._background.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("background task %s failed", task.get_name(), exc_info=task.exception())
+
+    async def _upstream_came_up(self, event: CameUp) -> None:
+        """Invalidate when vLLM serves other weights; re-apply L3 (its reconciliation is
+        idempotent, so also at the first sight of vLLM: pinned adapters load at once)."""
+        if event.model_changed and self.tiers.semantic is not None:
+            removed = await self.in_thread(self.tiers.semantic.invalidate)
+            self.metrics.invalidations.labels("model_changed").inc(removed)
+            log.warning(
+                "vLLM now serves %s (was %s): %d cached answers dropped",
+                event.current, event.previous, removed,
+            )  # fmt: skip
+        residency = self.tiers.residency
+        if residency is not None:
+            self.spawn(residency.upstream_restarted(), "sits-cache-lora-reapply")
+
+    # -- plain endpoints -------------------------------------------------------------------
+
+    async def health(self, request: web.Request) -> web.Response:
+        """200 only while vLLM's /health answers: the pod's readiness follows vLLM's."""
+        up = await self.monitor.check()
+        body = {"status": "ok" if up else "upstream_unavailable", "upstream": self.monitor.detail}
+        return web.json_response(body, status=200 if up else 503)
+
+    async def metrics_page(self, request: web.Request) -> web.Response:
+        body = generate_latest(self.cache_metrics.registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def passthrough(self, request: web.Request) -> web.StreamResponse:
+        return await self.relay.passthrough(request)
+
+    async def models(self, request: web.Request) -> web.StreamResponse:
+        """vLLM's list, with L3's versioned adapter names shown as clients use them."""
+        residency = self.tiers.residency
+        if residency is None:
+            return await self.relay.passthrough(request)
+        return await self.relay.rewrite_json(request, lambda doc: rename_models(doc, residency))
+
+    # -- chat and completions --------------------------------------------------------------
+
+    def _inference(self, kind: Kind) -> Handler:
+        async def handle(request: web.Request) -> web.StreamResponse:
+            started = time.perf_counter()
+            outcome: Outcome = "cancelled"  # unless decided: the client left (aiohttp cancels)
+            try:
+                try:
+                    call = await read_call(request, kind, self.settings.max_body_bytes)
+                except GatewayError as err:
+                    outcome = "rejected"
+                    return error_reply(err)
+                response, outcome = await self._serve(request, call)
+                return response
+            except Exception:
+                outcome = "error"
+                raise
+            finally:
+                self.metrics.requests.labels(outcome).inc()
+                self.metrics.duration.labels(outcome).observe(time.perf_counter() - started)
+
+        return handle
+
+    async def _serve(
+        self, request: web.Request, call: InferenceCall
+    ) -> tuple[web.StreamResponse, Outcome]:
+        bypass = request.headers.get(CACHE_HEADER, "").strip().lower() == "bypass"
+        try:
+            async with lease_for(self.tiers.residency, call.model) as lease:
+                return await self._with_lease(request, call, lease, bypass)
+        except AdapterUnavailable as err:
+            if err.status != 404:
+                self.metrics.upstream_errors.labels("unavailable").inc()
+            code = "model_not_found" if err.status == 404 else "adapter_unavailable"
+            type_ = errors.NOT_FOUND if err.status == 404 else errors.UNAVAILABLE
+            return error_reply(
+                GatewayError(err.status, err.message, type=type_, code=code)
+            ), "error"
+
+    async def _with_lease(
+        self, request: web.Request, call: InferenceCall, lease: AdapterLease | None, bypass: bool
+    ) -> tuple[web.StreamResponse, Outcome]:
+        decision = self._decide(call, lease, bypass)
+        headers: dict[str, str] = {CACHE_HEADER: decision.outcome}
+        if decision.reason:
+            headers[REASON_HEADER] = decision.reason
+        hits_allowed = self.monitor.up or self.settings.serve_hits_when_down
+        if decision.admission is not None and hits_allowed:
+            hit = await self._lookup(decision.admission)
+            served = await self._from_hit(request, call, hit) if hit is not None else None
+            if served is not None:
+                return served, "hit"
+        if not self.monitor.up:
+            self.metrics.upstream_errors.labels("unavailable").inc()
+            return error_reply(unavailable(self.monitor.detail), headers), "error"
+        storing = decision.admission is not None
+        add_usage = storing and call.stream and not call.include_usage
+        served_model = lease.served_name if lease is not None else call.model
+        fwd = Forward(
+            path=request.raw_path,
+            body=call.upstream_body(model=served_model, add_usage=add_usage),
+            kind=call.kind, client_model=call.model, served_model=served_model,
+            strip_usage=add_usage, cache_headers=headers,
+            store=self._storer(decision.admission) if decision.admission is not None else None,
+        )  # fmt: skip
+        response = await self.relay.inference(request, fwd)
+        return response, decision.outcome if response.status < 500 else "error"
+
+    def _decide(self, call: InferenceCall, lease: AdapterLease | None, bypass: bool) -> Decision:
+        semantic = self.tiers.semantic
+        if bypass:
+            return Decision("bypass")
+        if semantic is None:
+            return self._skip("disabled")
+        request = CacheRequest(
+            kind=call.kind, body=call.doc, model=call.model, revision=self.settings.revision,
+            adapter_digest=lease.digest if lease is not None else None,
+        )  # fmt: skip
+        try:
+            admission = semantic.admit(request)
+        except Exception:  # L1 must never turn a valid request into a crash
+            log.exception("L1 admit failed; request not cached")
+            return self._skip("admit-error")
+        if not admission.cacheable:
+            return self._skip(admission.reason)
+        return Decision("miss", admission)
+
+    def _skip(self, reason: str) -> Decision:
+        self.metrics.skipped.labels(reason).inc()
+        return Decision("skip", reason=reason)
+
+    async def _lookup(self, admission: Admission) -> Hit | None:
+        assert self.tiers.semantic is not None
+        try:
+            return await self.in_thread(self.tiers.semantic.lookup, admission)
+        except Exception:
+            log.exception("L1 lookup failed; treated as a miss")
+            return None
+
+    def _storer(self, admission: Admission) -> Callable[[CachedCompletion], Awaitable[None]]:
+        semantic = self.tiers.semantic
+        assert semantic is not None
+
+        async def store(cached: CachedCompletion) -> None:
+            try:
+                await self.in_thread(semantic.store, admission, cached.to_payload())
+            except Exception:
+                self.metrics.stores.labels("failed").inc()
+                log.exception("L1 store failed")
+            else:
+                self.metrics.stores.labels("stored").inc()
+
+        return store
+
+    # -- hits ------------------------------------------------------------------------------
+
+    async def _from_hit(
+        self, request: web.Request, call: InferenceCall, hit: Hit
+    ) -> web.StreamResponse | None:
+        try:
+            cached = CachedCompletion.from_payload(hit.payload)
+        except ValueError:
+            log.exception("unreadable cached entry; treated as a miss")
+            return None
+        if cached.kind != call.kind:
+            return None
+        headers = {
+            CACHE_HEADER: "hit",
+            SIMILARITY_HEADER: f"{hit.similarity:.4f}",
+            AGE_HEADER: f"{hit.age_seconds:.1f}",
+        }
+        if call.stream:
+            return await self._replay(request, call, cached, headers)
+        body = orjson.dumps(response_document(cached, model=call.model))
+        return web.Response(body=body, content_type="application/json", headers=headers)
+
+    async def _replay(
+        self,
+        request: web.Request,
+        call: InferenceCall,
+        cached: CachedCompletion,
+        headers: dict[str, str],
+    ) -> web.StreamResponse:
+        events = stream_events(cached, model=call.model, include_usage=call.include_usage)
+        response = web.StreamResponse(
+            headers={**headers, "Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
+        try:
+            await response.prepare(request)
+            await response.write(b"".join(events))
+            await response.write_eof()
+        except ConnectionError:
+            return response  # the client left; nothing upstream to cancel
+        self.metrics.replayed_streams.inc()
+        return response
+
+
+def rename_models(doc: Any, residency: AdapterResidency) -> Any:
+    """``a1@3f2a9c`` -> ``a1`` in a ``/v1/models`` answer (ids only; roots keep paths)."""
+    if isinstance(doc, dict) and isinstance(doc.get("data"), list):
+        for card in doc["data"]:
+            if isinstance(card, dict) and isinstance(card.get("id"), str):
+                card["id"] = residency.client_name(card["id"]) or card["id"]
+    return doc
+
+
+@dataclass
+class RunningSidecar:
+    """A started sidecar (for the CLI, tests and benchmarks): its URL, and how to stop it."""
+
+    sidecar: Sidecar
+    runner: web.AppRunner
+    url: str
+
+    async def stop(self) -> None:
+        await self.runner.cleanup()
+        await self.sidecar.close()
+
+
+async def start_sidecar(
+    settings: SidecarSettings, tiers: Tiers, metrics: CacheMetrics
+) -> RunningSidecar:
+    """Open the sidecar and serve it on ``settings.host:settings.port`` (0: any free port)."""
+    sidecar = Sidecar(settings, metrics, tiers)
+    await sidecar.open()
+    runner = web.AppRunner(
+        sidecar.app(), handler_cancellation=True, access_log=None, shutdown_timeout=1.0
+    )
+    await runner.setup()
+    site = web.TCPSite(runner, settings.host, settings.port, backlog=1024)
+    await site.start()
+    port = runner.addresses[0][1]
+    return RunningSidecar(sidecar, runner, f"http://{settings.host}:{port}")

@@ -1,0 +1,382 @@
+"""Sending requests to vLLM and relaying its answers, storing complete misses on the way.
+
+One pooled aiohttp session serves every request (keep-alive below uvicorn's 5 s, as in
+the gateway). Streams are relayed event by event as they arrive; a client that goes away
+cancels the handler, which closes the upstream connection, which is how vLLM learns to
+abort the generation. Failure mapping: vLLM known down or refusing connections is 503
+(the pod's vLLM is restarting: retry), a timeout is 504, a connection that breaks is 502.
+Once a stream has started its status is sent: a failure then ends it with vLLM's own
+error event and an aborted connection, so the client never sees a clean end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import orjson
+from aiohttp import web
+from multidict import CIMultiDict, CIMultiDictProxy
+from yarl import URL
+
+from sits_inference.gateway import errors
+from sits_inference.gateway.errors import GatewayError
+from sits_inference.gateway.proxy import HOP_BY_HOP, upstream_headers
+
+from .completions import DONE_EVENT, CachedCompletion, Kind, from_response
+from .sidecar_metrics import SidecarMetrics
+from .sse import DONE, SseSplitter, StreamAssembler, event_data, parse_event_json
+from .upstream import UpstreamMonitor
+
+log = logging.getLogger("sits_inference.cache.relay")
+
+CACHE_HEADER = "x-sits-cache"
+_RESPONSE_DROP = frozenset({*HOP_BY_HOP, "server", "date"})
+# Passthrough bodies up to this size are read whole (so a closed pooled connection can be
+# retried); larger ones are streamed to vLLM as they arrive.
+_READ_WHOLE = 1 << 20
+_JSON_ERRORS = (orjson.JSONDecodeError, UnicodeDecodeError, RecursionError)
+
+Store = Callable[[CachedCompletion], Awaitable[None]]
+
+
+def unavailable(detail: str) -> GatewayError:
+    return GatewayError(
+        503,
+        f"The model server is not available ({detail}); retry shortly.",
+        type=errors.UNAVAILABLE,
+        code="upstream_unavailable",
+    )
+
+
+def error_reply(err: GatewayError, headers: Mapping[str, str] | None = None) -> web.Response:
+    extra = dict(headers or {})
+    if err.status == 503:
+        extra["Retry-After"] = "1"
+    return web.Response(
+        body=err.body(), status=err.status, content_type="application/json", headers=extra
+    )
+
+
+def relayed_headers(upstream: CIMultiDictProxy[str], extra: Mapping[str, str]) -> CIMultiDict[str]:
+    headers = CIMultiDict((k, v) for k, v in upstream.items() if k.lower() not in _RESPONSE_DROP)
+    headers.update(extra)
+    return headers
+
+
+@dataclass(frozen=True, slots=True)
+class Forward:
+    """How one inference request goes to vLLM and comes back."""
+
+    path: str
+    body: bytes
+    kind: Kind
+    client_model: str
+    served_model: str
+    # The sidecar added stream_options.include_usage: drop the usage-only event again.
+    strip_usage: bool = False
+    store: Store | None = None
+    cache_headers: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def rewrite(self) -> bool:
+        return self.served_model != self.client_model
+
+
+class Relay:
+    def __init__(
+        self,
+        session: aiohttp.ClientSession,
+        base_url: str,
+        monitor: UpstreamMonitor,
+        metrics: SidecarMetrics,
+        *,
+        connect_timeout_s: float,
+        read_timeout_s: float,
+    ) -> None:
+        self._session = session
+        self._base = base_url
+        self._monitor = monitor
+        self._metrics = metrics
+        self._read_timeout_s = read_timeout_s
+        self._timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=connect_timeout_s, sock_read=read_timeout_s
+        )
+
+    # -- inference ----------------------------------------------------------------------
+
+    async def inference(self, request: web.Request, fwd: Forward) -> web.StreamResponse:
+        headers = upstream_headers(request.headers, request.remote)
+        headers["Content-Type"] = "application/json"
+        try:
+            upstream = await self._send("POST", fwd.path, fwd.body, headers)
+            async with upstream:
+                if upstream.content_type == "text/event-stream":
+                    return await _StreamRelay(request, upstream, fwd, self._metrics).run()
+                return await self._whole(upstream, fwd)
+        except GatewayError as err:
+            return error_reply(err, fwd.cache_headers)
+
+    async def _whole(self, upstream: aiohttp.ClientResponse, fwd: Forward) -> web.Response:
+        try:
+            body = await upstream.read()
+        except TimeoutError:
+            raise self._timed_out() from None
+        except aiohttp.ClientError as exc:
+            raise self._broken(exc) from None
+        ok = upstream.status == 200 and upstream.content_type == "application/json"
+        if ok and (fwd.store is not None or fwd.rewrite):
+            body = await self._inspect(body, fwd)
+        elif fwd.store is not None:
+            self._metrics.stores.labels("not_storable").inc()
+        headers = relayed_headers(upstream.headers, fwd.cache_headers)
+        return web.Response(body=body, status=upstream.status, headers=headers)
+
+    async def _inspect(self, body: bytes, fwd: Forward) -> bytes:
+        """Store the complete answer; give it the client's model name back."""
+        try:
+            doc = orjson.loads(body)
+        except _JSON_ERRORS:
+            if fwd.store is not None:
+                self._metrics.stores.labels("not_storable").inc()
+            return body
+        if fwd.store is not None:
+            cached = from_response(fwd.kind, doc)
+            if cached is None:
+                self._metrics.stores.labels("not_storable").inc()
+            else:
+                await fwd.store(cached)
+        if fwd.rewrite and isinstance(doc, dict) and doc.get("model") == fwd.served_model:
+            doc["model"] = fwd.client_model
+            return orjson.dumps(doc)
+        return body
+
+    # -- anything else ------------------------------------------------------------------
+
+    async def passthrough(self, request: web.Request) -> web.StreamResponse:
+        """Any other path and method, unchanged both ways (streamed both ways)."""
+        if not self._monitor.up:
+            self._metrics.upstream_errors.labels("unavailable").inc()
+            return error_reply(unavailable(self._monitor.detail))
+        headers = upstream_headers(request.headers, request.remote)
+        body: bytes | aiohttp.StreamReader | None = None
+        if request.body_exists:
+            length = request.content_length
+            small = length is not None and length <= _READ_WHOLE
+            body = await request.read() if small else request.content
+        try:
+            upstream = await self._send(request.method, request.raw_path, body, headers)
+            async with upstream:
+                return await self._pump(request, upstream)
+        except GatewayError as err:
+            return error_reply(err)
+
+    async def rewrite_json(
+        self, request: web.Request, rewrite: Callable[[Any], Any]
+    ) -> web.StreamResponse:
+        """A small JSON GET whose answer the sidecar edits (e.g. model names)."""
+        if not self._monitor.up:
+            self._metrics.upstream_errors.labels("unavailable").inc()
+            return error_reply(unavailable(self._monitor.detail))
+        headers = upstream_headers(request.headers, request.remote)
+        try:
+            upstream = await self._send(request.method, request.raw_path, None, headers)
+            async with upstream:
+                body = await upstream.read()
+                ok = upstream.status == 200 and upstream.content_type == "application/json"
+                if ok:
+                    with contextlib.suppress(*_JSON_ERRORS):
+                        body = orjson.dumps(rewrite(orjson.loads(body)))
+                return web.Response(
+                    body=body, status=upstream.status, headers=relayed_headers(upstream.headers, {})
+                )
+        except GatewayError as err:
+            return error_reply(err)
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            return error_reply(self._broken(exc))
+
+    async def _pump(
+        self, request: web.Request, upstream: aiohttp.ClientResponse
+    ) -> web.StreamResponse:
+        response = web.StreamResponse(
+            status=upstream.status, headers=relayed_headers(upstream.headers, {})
+        )
+        if upstream.content_length is not None:
+            response.content_length = upstream.content_length
+        try:
+            await response.prepare(request)
+            async for chunk in upstream.content.iter_any():
+                await response.write(chunk)
+            await response.write_eof()
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            self._metrics.upstream_errors.labels("stream_broken").inc()
+            log.warning("passthrough %s broke: %s", request.path, type(exc).__name__)
+            _abort(request)
+        except ConnectionError:
+            upstream.close()  # the client left
+        return response
+
+    # -- sending ------------------------------------------------------------------------
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        body: bytes | aiohttp.StreamReader | None,
+        headers: CIMultiDict[str],
+    ) -> aiohttp.ClientResponse:
+        """Send and wait for the response headers; map failures to OpenAI errors.
+
+        One retry on a pooled connection that vLLM closed just as it was handed out (it
+        never read that request), only when the body is in memory and can be resent.
+        """
+        url = URL(self._base + path, encoded=True)
+        attempts = 2 if not isinstance(body, aiohttp.StreamReader) else 1
+        for attempt in range(attempts):
+            try:
+                return await self._session.request(
+                    method, url, data=body, headers=headers, timeout=self._timeout
+                )
+            except aiohttp.ServerDisconnectedError as exc:
+                if attempt + 1 == attempts:
+                    raise self._broken(exc) from None
+            except aiohttp.ClientConnectorError as exc:
+                self._metrics.upstream_errors.labels("unavailable").inc()
+                self._monitor.poke()
+                raise unavailable(f"connection refused: {exc.os_error}") from None
+            except TimeoutError:
+                raise self._timed_out() from None
+            except aiohttp.ClientError as exc:
+                raise self._broken(exc) from None
+        raise AssertionError("unreachable")
+
+    def _timed_out(self) -> GatewayError:
+        self._metrics.upstream_errors.labels("timeout").inc()
+        return GatewayError(
+            504, f"The model server did not answer within {self._read_timeout_s:g} s.",
+            type=errors.TIMEOUT, code="upstream_timeout",
+        )  # fmt: skip
+
+    def _broken(self, exc: BaseException) -> GatewayError:
+        self._metrics.upstream_errors.labels("connection").inc()
+        self._monitor.poke()
+        return GatewayError(
+            502, f"The connection to the model server broke ({type(exc).__name__}).",
+            type=errors.UPSTREAM, code="bad_gateway",
+        )  # fmt: skip
+
+
+def _abort(request: web.Request) -> None:
+    """No terminating chunk: the client must not mistake a broken stream for a whole one."""
+    transport = request.transport
+    if transport is not None:
+        transport.abort()
+
+
+class _StreamRelay:
+    """One SSE stream from vLLM to the client, assembled for the cache on the way."""
+
+    def __init__(
+        self,
+        request: web.Request,
+        upstream: aiohttp.ClientResponse,
+        fwd: Forward,
+        metrics: SidecarMetrics,
+    ) -> None:
+        self._request, self._upstream, self._fwd = request, upstream, fwd
+        self._metrics = metrics
+        self._splitter = SseSplitter()
+        storing = fwd.store is not None and upstream.status == 200
+        self._assembler = StreamAssembler(fwd.kind) if storing else None
+        self._parse = storing or fwd.strip_usage or fwd.rewrite
+        self._offered = False  # the answer went to the store, or was judged not storable
+        self._response = web.StreamResponse(
+            status=upstream.status, headers=relayed_headers(upstream.headers, fwd.cache_headers)
+        )
+
+    async def run(self) -> web.StreamResponse:
+        try:
+            await self._response.prepare(self._request)
+            async for chunk in self._upstream.content.iter_any():
+                await self._forward(self._splitter.feed(chunk))
+            tail = self._splitter.flush()
+            if tail:
+                self._not_whole("stream ended inside an event")
+                await self._response.write(tail)
+            await self._response.write_eof()
+        except TimeoutError:
+            await self._fail("timeout", 504, "the model server stopped sending")
+        except aiohttp.ClientError:
+            await self._fail("stream_broken", 502, "the model server's stream broke")
+        except ConnectionError:
+            self._upstream.close()  # the client left: vLLM stops generating
+        finally:
+            if self._fwd.store is not None and not self._offered:
+                self._metrics.stores.labels("not_storable").inc()
+        return self._response
+
+    def _not_whole(self, reason: str) -> None:
+        if self._assembler is not None:
+            self._assembler.fail(reason)
+
+    async def _forward(self, events: list[bytes]) -> None:
+        out: list[bytes] = []
+        for event in events:
+            if self._splitter.framing_lost:
+                self._not_whole("not a server-sent event stream")
+            if not self._parse:
+                out.append(event)
+                continue
+            data = event_data(event)
+            if data is not None and data.strip() == DONE:
+                await self._finish(out)
+                out = [DONE_EVENT]
+                continue
+            kept = self._event(event, data)
+            if kept:
+                out.append(kept)
+        if out:
+            await self._response.write(b"".join(out))
+
+    def _event(self, event: bytes, data: str | None) -> bytes:
+        if data is None:
+            return event  # a comment or keep-alive
+        doc = parse_event_json(data)
+        if doc is None:
+            self._not_whole("unparseable event")
+            return event
+        if self._assembler is not None:
+            self._assembler.feed(doc)
+        if self._fwd.strip_usage and doc.get("usage") and not doc.get("choices"):
+            return b""
+        if self._fwd.rewrite and doc.get("model") == self._fwd.served_model:
+            doc["model"] = self._fwd.client_model
+            return b"data: " + orjson.dumps(doc) + b"\n\n"
+        return event
+
+    async def _finish(self, pending: list[bytes]) -> None:
+        """At [DONE]: send what precedes it, then store before the client can ask again."""
+        if pending:
+            await self._response.write(b"".join(pending))
+        if self._assembler is None or self._fwd.store is None:
+            return
+        self._offered = True
+        self._assembler.feed_done()
+        cached = self._assembler.result()
+        if cached is None:
+            self._metrics.stores.labels("not_storable").inc()
+            log.debug("streamed answer not stored: %s", self._assembler.failed or "incomplete")
+        else:
+            await self._fwd.store(cached)
+        self._assembler = None  # stored or refused: once
+
+    async def _fail(self, kind: str, code: int, message: str) -> None:
+        self._metrics.upstream_errors.labels(kind).inc()
+        self._upstream.close()
+        with contextlib.suppress(ConnectionError):
+            await self._response.write(errors.sse_error_event(message, errors.UPSTREAM, code))
+        _abort(self._request)

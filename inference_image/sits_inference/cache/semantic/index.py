@@ -1,0 +1,106 @@
+"""Nearest-neighbour search over cached entries: a faiss IVF index on our own clusters.
+
+Why faiss (IndexIVFScalarQuantizer), not hnswlib or usearch:
+- IVF is the structure the seed describes: the online k-means centroids (`clusters.py`)
+  are the coarse quantiser, so "look up the most similar clusters, then the entries in
+  them" is one faiss call, in C++, with `nprobe` clusters scanned.
+- Memory: fp16 scalar quantisation stores 768 bytes per 384-d vector. hnswlib keeps
+  float32 vectors plus the graph links (about 1.7 KB per entry at M=16), which alone
+  would take most of the 250 MiB per 100,000 entries budget before any payload.
+- Exact deletes: TTL, eviction and invalidation remove entries by id, every minute of
+  the day. faiss removes an id from its list at once (hash-table direct map); hnswlib
+  only marks it deleted and keeps its memory and graph position.
+- Partitions: an entry's id carries its partition number in the high 32 bits, so an
+  `IDSelectorRange` restricts the scan to one partition inside faiss, with no Python
+  callback per candidate (hnswlib's filter is a Python call per visited node).
+The vectors are stored raw (no residual) so that moving centroids never corrupts them;
+an entry filed under a centroid that has since moved is still found through `nprobe`,
+and `SemanticCache` re-files entries as centroids move.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import faiss
+import numpy as np
+import numpy.typing as npt
+
+Matrix = npt.NDArray[np.float32]
+# faiss's bundled stubs miss DirectMap and the keyword form of SearchParametersIVF.
+_faiss: Any = faiss
+PARTITION_SHIFT: Final = 32
+BYTES_PER_VECTOR_EXTRA: Final = 8 + 32  # the id in its list, the direct-map hash slot
+
+
+def entry_id(partition: int, sequence: int) -> int:
+    return (partition << PARTITION_SHIFT) | (sequence & 0xFFFF_FFFF)
+
+
+def partition_of(entry: int) -> int:
+    return entry >> PARTITION_SHIFT
+
+
+class VectorIndex:
+    """IVF over unit vectors, inner product (= cosine); not thread-safe (caller locks)."""
+
+    def __init__(self, dimension: int, max_clusters: int, *, nprobe: int = 16) -> None:
+        self.dimension = dimension
+        self.nprobe = nprobe
+        self._quantizer = faiss.IndexFlatIP(dimension)
+        self._ivf = faiss.IndexIVFScalarQuantizer(
+            self._quantizer,
+            dimension,
+            max_clusters,
+            faiss.ScalarQuantizer.QT_fp16,
+            faiss.METRIC_INNER_PRODUCT,
+        )
+        self._ivf.by_residual = False
+        # The quantiser is trained online by OnlineKMeans; lists beyond its current
+        # centroid count simply stay empty.
+        self._ivf.is_trained = True
+        self._ivf.set_direct_map_type(_faiss.DirectMap.Hashtable)
+
+    @property
+    def ntotal(self) -> int:
+        return int(self._ivf.ntotal)
+
+    def bytes_per_vector(self) -> int:
+        return int(self._ivf.code_size) + BYTES_PER_VECTOR_EXTRA
+
+    def set_centroids(self, centroids: Matrix) -> None:
+        self._quantizer.reset()
+        if len(centroids):
+            self._quantizer.add(np.ascontiguousarray(centroids, dtype=np.float32))
+
+    def add(self, entry: int, vector: Matrix, cluster: int) -> None:
+        x = np.ascontiguousarray(vector.reshape(1, -1), dtype=np.float32)
+        ids = np.array([entry], dtype=np.int64)
+        lists = np.array([cluster], dtype=np.int64)
+        self._ivf.add_core(1, faiss.swig_ptr(x), faiss.swig_ptr(ids), faiss.swig_ptr(lists))
+
+    def remove(self, entry: int) -> None:
+        self._ivf.remove_ids(faiss.IDSelectorArray(np.array([entry], dtype=np.int64)))
+
+    def move(self, entry: int, cluster: int) -> None:
+        """File an entry under another cluster (its centroid is now elsewhere)."""
+        vector = self.vectors([entry])[0]
+        self.remove(entry)
+        self.add(entry, vector, cluster)
+
+    def vectors(self, entries: list[int]) -> Matrix:
+        ids = np.array(entries, dtype=np.int64)
+        out: Matrix = self._ivf.reconstruct_batch(ids)
+        return out
+
+    def search(self, vector: Matrix, partition: int, k: int) -> list[tuple[int, float]]:
+        """The k most similar entries of one partition, most similar first."""
+        selector = faiss.IDSelectorRange(
+            partition << PARTITION_SHIFT, (partition + 1) << PARTITION_SHIFT
+        )
+        params = _faiss.SearchParametersIVF(sel=selector, nprobe=self.nprobe)
+        sims, ids = self._ivf.search(vector.reshape(1, -1), k, params=params)
+        return [(int(i), float(s)) for i, s in zip(ids[0], sims[0], strict=True) if i >= 0]
+
+    def reset(self) -> None:
+        self._ivf.reset()

@@ -1,0 +1,403 @@
+"""The sidecar in-process, with the real L1 (MiniLM), in front of a small fake vLLM.
+
+The fake exists only for what a real vLLM cannot do on demand: streams cut off in the
+middle, an error event inside a 200 stream, a 500, a generation slow enough to watch a
+client disconnect reach it. Each fault test carries its positive control: the same request
+without the fault is stored and then hit, so "not stored" is a result, not a given.
+Everything else is tested against real vLLM in tests/integration/test_cache_sidecar_vllm.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+import pytest
+from aiohttp import web
+
+from sits_inference.cache.app import RunningSidecar, start_sidecar
+from sits_inference.cache.embedding import Embedder, default_embedder
+from sits_inference.cache.metrics import CacheMetrics
+from sits_inference.cache.settings import SidecarSettings
+from sits_inference.cache.tiers import build_tiers
+from sits_inference.gateway.testing import metric_value, parse_metrics
+
+FAULT = "x-fake-fault"
+WORDS = ["The ", "answer ", "is ", "forty-two."]
+
+
+@dataclass
+class FakeVllm:
+    """Answers like vLLM 0.32 (chat only); misbehaves when the request says so."""
+
+    healthy: bool = True
+    root: str = "/models/tiny"
+    requests: int = 0
+    cancelled: int = 0
+    bodies: list[dict[str, Any]] = field(default_factory=list)
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_get("/health", self.health)
+        app.router.add_get("/v1/models", self.models)
+        app.router.add_post("/v1/chat/completions", self.chat)
+        app.router.add_get("/version", self.version)
+        return app
+
+    async def health(self, request: web.Request) -> web.Response:
+        return web.Response(status=200 if self.healthy else 503)
+
+    async def models(self, request: web.Request) -> web.Response:
+        lora = {"id": "a1@0123", "root": "/loras/a1", "parent": "tiny"}  # L3's: ignored
+        base = {"id": "tiny", "root": self.root, "parent": None}
+        return web.json_response({"object": "list", "data": [base, lora]})
+
+    async def version(self, request: web.Request) -> web.Response:
+        return web.json_response({"version": "fake"})
+
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        self.requests += 1
+        self.bodies.append(body)
+        fault = request.headers.get(FAULT, "")
+        if fault == "http-500":
+            return web.json_response({"error": {"message": "engine died"}}, status=500)
+        if not body.get("stream"):
+            return web.json_response(_whole(body["model"]))
+        return await self._stream(request, body, fault)
+
+    async def _stream(
+        self, request: web.Request, body: dict[str, Any], fault: str
+    ) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        model = body["model"]
+        try:
+            await response.write(_event(_delta(model, {"role": "assistant", "content": ""})))
+            for i, word in enumerate(WORDS * (50 if fault == "slow" else 1)):
+                if fault == "truncate" and i == 2:
+                    assert request.transport is not None
+                    request.transport.abort()
+                    return response
+                if fault == "error-event" and i == 2:
+                    await response.write(_event({"error": {"message": "oops", "code": 500}}))
+                    continue
+                await response.write(_event(_delta(model, {"content": word})))
+                if fault == "slow":
+                    await asyncio.sleep(0.1)
+            await response.write(_event(_delta(model, {}, finish="stop")))
+            if (body.get("stream_options") or {}).get("include_usage"):
+                usage = {"prompt_tokens": 5, "completion_tokens": 4, "total_tokens": 9}
+                await response.write(_event({**_head(model), "choices": [], "usage": usage}))
+            await response.write(b"data: [DONE]\n\n")
+            await response.write_eof()
+        except (ConnectionError, asyncio.CancelledError):
+            self.cancelled += 1
+            raise
+        return response
+
+
+def _head(model: str) -> dict[str, Any]:
+    return {"id": "chatcmpl-f", "object": "chat.completion.chunk", "created": 1, "model": model}
+
+
+def _delta(model: str, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+    return {**_head(model), "choices": [choice]}
+
+
+def _event(doc: dict[str, Any]) -> bytes:
+    return b"data: " + orjson.dumps(doc) + b"\n\n"
+
+
+def _whole(model: str) -> dict[str, Any]:
+    message = {"role": "assistant", "content": "".join(WORDS)}
+    return {
+        "id": "chatcmpl-f", "object": "chat.completion", "created": 1, "model": model,
+        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 4, "total_tokens": 9},
+    }  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def embedder() -> Embedder:
+    return default_embedder()
+
+
+@dataclass
+class Rig:
+    fake: FakeVllm
+    sidecar: RunningSidecar
+    http: aiohttp.ClientSession
+
+    async def chat(
+        self, content: str, *, stream: bool = False, headers: dict[str, str] | None = None,
+        **extra: Any,
+    ) -> tuple[int, dict[str, str], bytes]:  # fmt: skip
+        body = {"model": "tiny", "messages": [{"role": "user", "content": content}],
+                "temperature": 0, "stream": stream, **extra}  # fmt: skip
+        return await self.post("/v1/chat/completions", body, headers)
+
+    async def post(
+        self, path: str, body: Any, headers: dict[str, str] | None = None
+    ) -> tuple[int, dict[str, str], bytes]:
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        url = self.sidecar.url + path
+        try:
+            async with self.http.post(url, data=data, headers=headers) as response:
+                return response.status, dict(response.headers), await response.read()
+        except aiohttp.ClientPayloadError:
+            return -1, {}, b""  # the sidecar aborted a broken stream, as it should
+
+    async def metrics(self) -> list[Any]:
+        async with self.http.get(self.sidecar.url + "/metrics") as response:
+            return parse_metrics(await response.text())
+
+
+async def _serve_fake(fake: FakeVllm) -> tuple[web.AppRunner, int]:
+    runner = web.AppRunner(fake.app(), handler_cancellation=True, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    return runner, int(runner.addresses[0][1])
+
+
+@pytest.fixture
+async def rig(embedder: Embedder) -> AsyncIterator[Rig]:
+    fake = FakeVllm()
+    runner, port = await _serve_fake(fake)
+    settings = SidecarSettings(
+        port=0, upstream=f"http://127.0.0.1:{port}", revision="r1", max_body_bytes=4096,
+        health_interval_s=0.2,
+    )  # fmt: skip
+    metrics = CacheMetrics()
+    tiers = await asyncio.to_thread(build_tiers, settings, metrics, embedder)
+    sidecar = await start_sidecar(settings, tiers, metrics)
+    async with aiohttp.ClientSession() as http:
+        try:
+            yield Rig(fake, sidecar, http)
+        finally:
+            await sidecar.stop()
+            await runner.cleanup()
+
+
+async def test_a_plain_miss_is_stored_and_then_hit(rig: Rig) -> None:
+    status, headers, body = await rig.chat("What is the answer?")
+    assert (status, headers["x-sits-cache"]) == (200, "miss")
+    status, headers, again = await rig.chat("What is the answer?")
+    assert (status, headers["x-sits-cache"]) == (200, "hit")
+    assert json.loads(again)["choices"][0]["message"]["content"] == "The answer is forty-two."
+    assert json.loads(again)["id"] != json.loads(body)["id"]
+    assert rig.fake.requests == 1
+
+
+@pytest.mark.parametrize("fault", ["truncate", "error-event"])
+async def test_broken_streams_are_never_stored(rig: Rig, fault: str) -> None:
+    status, headers, _ = await rig.chat("Tell me the answer.", stream=True, headers={FAULT: fault})
+    assert status in (200, -1)
+    # The control: the same request, unbroken, is a miss (nothing was stored), then a hit.
+    _, headers, _ = await rig.chat("Tell me the answer.", stream=True)
+    assert headers["x-sits-cache"] == "miss"
+    _, headers, replay = await rig.chat("Tell me the answer.", stream=True)
+    assert headers["x-sits-cache"] == "hit"
+    assert replay.endswith(b"data: [DONE]\n\n")
+    series = await rig.metrics()
+    assert metric_value(series, "sits_cache_stores_total", result="not_storable") == 1
+    assert metric_value(series, "sits_cache_stores_total", result="stored") == 1
+
+
+async def test_an_upstream_500_passes_through_and_is_not_stored(rig: Rig) -> None:
+    status, headers, body = await rig.chat("Answer me.", headers={FAULT: "http-500"})
+    assert status == 500
+    assert headers["x-sits-cache"] == "miss"
+    assert json.loads(body)["error"]["message"] == "engine died"
+    _, headers, _ = await rig.chat("Answer me.")
+    assert headers["x-sits-cache"] == "miss"
+    series = await rig.metrics()
+    assert metric_value(series, "sits_cache_requests_total", outcome="error") == 1
+
+
+async def test_the_sidecar_asks_for_usage_on_stored_streams_and_hides_it(rig: Rig) -> None:
+    _, _, streamed = await rig.chat("Usage please?", stream=True)
+    assert rig.fake.bodies[-1]["stream_options"] == {"include_usage": True}
+    assert b'"usage"' not in streamed, "the client did not ask for usage"
+    _, headers, whole = await rig.chat("Usage please?")
+    assert headers["x-sits-cache"] == "hit"
+    assert json.loads(whole)["usage"]["completion_tokens"] == 4
+
+
+async def test_a_client_that_leaves_stops_the_upstream_generation(rig: Rig) -> None:
+    body = {"model": "tiny", "messages": [{"role": "user", "content": "Long story"}],
+            "temperature": 0, "stream": True}  # fmt: skip
+    async with rig.http.post(
+        rig.sidecar.url + "/v1/chat/completions", json=body, headers={FAULT: "slow"}
+    ) as response:
+        assert response.status == 200
+        await response.content.readany()
+    for _ in range(50):  # the fake would stream for 20 s; its cancellation comes at once
+        if rig.fake.cancelled:
+            break
+        await asyncio.sleep(0.1)
+    assert rig.fake.cancelled == 1
+    _, headers, _ = await rig.chat("Long story", stream=True)
+    assert headers["x-sits-cache"] == "miss", "the abandoned stream was not stored"
+
+
+def _malformed() -> Iterator[Any]:
+    chat = "/v1/chat/completions"
+    messages = [{"role": "user", "content": "hi"}]
+    yield pytest.param(chat, b"{not json", 400, "invalid_json", id="bad-json")
+    yield pytest.param(chat, b"", 400, "invalid_json", id="empty")
+    yield pytest.param(chat, b"[1, 2]", 400, "invalid_json", id="not-an-object")
+    yield pytest.param(chat, {"messages": messages}, 400, "missing_required_parameter",
+                       id="no-model")  # fmt: skip
+    yield pytest.param(
+        chat, {"model": 7, "messages": messages}, 400, "invalid_type", id="model-int"
+    )
+    yield pytest.param(chat, {"model": "tiny"}, 400, "missing_required_parameter", id="no-messages")
+    yield pytest.param(chat, {"model": "tiny", "messages": []}, 400, "invalid_type", id="no-turns")
+    yield pytest.param(chat, {"model": "tiny", "messages": ["hi"]}, 400, "invalid_type",
+                       id="turn-not-object")  # fmt: skip
+    yield pytest.param(chat, {"model": "tiny", "messages": messages, "stream": "yes"}, 400,
+                       "invalid_type", id="stream-not-bool")  # fmt: skip
+    yield pytest.param("/v1/completions", {"model": "tiny", "prompt": {"a": 1}}, 400,
+                       "invalid_type", id="prompt-object")  # fmt: skip
+    yield pytest.param("/v1/completions", {"model": "tiny"}, 400, "missing_required_parameter",
+                       id="no-prompt")  # fmt: skip
+    huge = [{"role": "user", "content": "x" * 5000}]
+    yield pytest.param(chat, {"model": "tiny", "messages": huge}, 413, "body_too_large",
+                       id="too-large")  # fmt: skip
+
+
+@pytest.mark.parametrize(("path", "body", "status", "code"), list(_malformed()))
+async def test_malformed_requests_get_openai_errors_and_never_reach_vllm(
+    rig: Rig, path: str, body: Any, status: int, code: str
+) -> None:
+    got, _, raw = await rig.post(path, body)
+    assert got == status
+    error = json.loads(raw)["error"]
+    assert error["code"] == code
+    assert error["type"] == "invalid_request_error"
+    assert error["message"]
+    assert rig.fake.requests == 0
+    series = await rig.metrics()
+    assert metric_value(series, "sits_cache_requests_total", outcome="rejected") == 1
+
+
+async def test_other_paths_pass_through_unchanged(rig: Rig) -> None:
+    async with rig.http.get(rig.sidecar.url + "/version") as response:
+        assert response.status == 200
+        assert await response.json() == {"version": "fake"}
+        assert "x-sits-cache" not in response.headers
+
+
+@pytest.mark.parametrize(
+    ("body", "status"),
+    [
+        (b"[]", 400),
+        (b'{"tenant": "a"}', 400),
+        (b'{"model": 3}', 400),
+        (b'{"model": "a", "adapter": "b"}', 400),
+        (b"{oops", 400),
+    ],
+)
+async def test_bad_invalidation_filters_are_refused(rig: Rig, body: bytes, status: int) -> None:
+    got, _, raw = await rig.post("/admin/cache/invalidate", body)
+    assert got == status
+    assert json.loads(raw)["error"]["message"]
+
+
+async def test_invalidation_by_model_removes_only_that_models_entries(rig: Rig) -> None:
+    await rig.chat("First question?")
+    await rig.chat("Second question?")
+    _, _, raw = await rig.post("/admin/cache/invalidate", {"model": "other"})
+    assert json.loads(raw)["removed"] == 0
+    _, _, raw = await rig.post("/admin/cache/invalidate", {"model": "tiny", "revision": "r1"})
+    assert json.loads(raw)["removed"] == 2
+    async with rig.http.get(rig.sidecar.url + "/admin/cache/stats") as response:
+        stats = await response.json()
+    assert stats["semantic"]["entries"] == 0
+    assert stats["upstream"]["up"] is True
+    _, headers, _ = await rig.chat("First question?")
+    assert headers["x-sits-cache"] == "miss"
+
+
+async def test_the_vector_tier_is_mounted_when_enabled(
+    embedder: Embedder, tmp_path: Path, rig: Rig
+) -> None:
+    """L2 wiring: SITS_CACHE_VECTOR_* settings give POST /v1/retrieve on the sidecar."""
+    from sits_inference.cache.retrieval import (
+        EMBEDDING_MODEL,
+        BuildOptions,
+        Document,
+        build_index,
+    )
+
+    texts = [f"{subject} is discussed in chapter {i}" for i, subject in enumerate(
+        ["rivers", "volcanoes", "bread", "violins", "glaciers", "comets", "bees", "chess"]
+    )]  # fmt: skip
+    vectors = await asyncio.to_thread(embedder.embed, texts)
+    index = tmp_path / "index"
+    options = BuildOptions(kind="hnsw", embedding_model=EMBEDDING_MODEL)
+    docs = [Document(str(i), text) for i, text in enumerate(texts)]
+    await asyncio.to_thread(build_index, index, vectors, docs, options, lambda _: None)
+    settings = SidecarSettings(
+        port=0, upstream=rig.sidecar.sidecar.settings.upstream, vector_enabled=True,
+        vector_index=index, state_dir=tmp_path / "state", semantic_enabled=False,
+    )  # fmt: skip
+    metrics = CacheMetrics()
+    tiers = await asyncio.to_thread(build_tiers, settings, metrics, embedder)
+    assert tiers.semantic is None
+    sidecar = await start_sidecar(settings, tiers, metrics)
+    try:
+        rig.sidecar, previous = sidecar, rig.sidecar
+        status, _, raw = await rig.post("/v1/retrieve", {"query": texts[4], "k": 3})
+        assert status == 200, raw
+        assert json.loads(raw)["data"][0]["id"] == "4"
+        _, headers, _ = await rig.chat("L1 is off here")
+        assert (headers["x-sits-cache"], headers["x-sits-cache-reason"]) == ("skip", "disabled")
+    finally:
+        rig.sidecar = previous
+        await sidecar.stop()
+
+
+async def test_other_weights_behind_vllm_drop_every_entry_even_without_an_outage(rig: Rig) -> None:
+    """A restart quicker than a health poll (the fake can do it on demand, vLLM cannot):
+    the periodic fingerprint sees another model root and L1 is emptied."""
+    await rig.chat("Cached before the swap?")
+    assert (await rig.chat("Cached before the swap?"))[1]["x-sits-cache"] == "hit"
+    rig.fake.root = "/models/tiny-v2"
+    for _ in range(100):  # 15 polls of 0.2 s; bounded at 10 s
+        series = await rig.metrics()
+        if metric_value(series, "sits_cache_invalidated_entries_total", reason="model_changed"):
+            break
+        await asyncio.sleep(0.1)
+    assert metric_value(series, "sits_cache_invalidated_entries_total", reason="model_changed") == 1
+    assert (await rig.chat("Cached before the swap?"))[1]["x-sits-cache"] == "miss"
+
+
+async def test_vllm_down_then_back_keeps_the_cache_and_fails_fast_meanwhile(rig: Rig) -> None:
+    await rig.chat("Survives an outage?")
+    rig.fake.healthy = False
+    async with rig.http.get(rig.sidecar.url + "/health") as response:
+        assert response.status == 503
+    assert (await rig.chat("Survives an outage?"))[1]["x-sits-cache"] == "hit"
+    status, headers, raw = await rig.chat("Never asked before?")
+    assert status == 503
+    assert headers["Retry-After"] == "1"
+    assert json.loads(raw)["error"]["type"] == "service_unavailable_error"
+    requests = rig.fake.requests
+    rig.fake.healthy = True
+    async with rig.http.get(rig.sidecar.url + "/health") as response:
+        assert response.status == 200
+    assert (await rig.chat("Survives an outage?"))[1]["x-sits-cache"] == "hit"
+    assert (await rig.chat("Never asked before?"))[0] == 200
+    assert rig.fake.requests == requests + 1
+    series = await rig.metrics()
+    assert metric_value(series, "sits_cache_upstream_recoveries_total") == 1
+    assert metric_value(series, "sits_cache_invalidated_entries_total", reason="model_changed") == 0
