@@ -188,8 +188,8 @@ def report(
         f"dev split {d['dev_intents']} intents / {d['dev_near']} pairs. `fresh.yaml` "
         f"({f['intents']} intents, {f['near_misses']} pairs) was written after the guard "
         f"was frozen and tuned nothing. The sweep's cache holds the stored phrasings and "
-        f"{s.entries - len(workload.intents) - len(workload.near_misses):,} or so filler "
-        "questions (wrong answers count hits on filler too).",
+        f"{s.entries - len(bl.stored_texts(workload)):,} filler questions (wrong answers "
+        "count hits on filler too).",
         "",
         "### Threshold sweep (all splits)",
         "",

@@ -55,6 +55,15 @@ else
   echo "no system nginx running"
 fi
 
+step "python packages for the baselines (GPTCache)"
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+if "$repo/.venv/bin/python" -c 'import gptcache, sqlalchemy' 2>/dev/null; then
+  echo "present"
+else
+  "$repo/.venv/bin/pip" install -q --progress-bar off -c "$repo/.venv/.sits-constraints.txt" \
+    -e "$repo[bench]"
+fi
+
 step "versions"
 /usr/sbin/nginx -v 2>&1
 wrk --version 2>&1 | head -n 1 || true

@@ -1,0 +1,1 @@
+"""Workloads for the benchmarks: data files and the generators that expand them."""

@@ -10,6 +10,7 @@ One protocol for all, so that the numbers sit side by side:
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import statistics
@@ -181,4 +182,6 @@ def gptcache(workload: Workload, *, similar: bool, limit: int | None) -> Outcome
         answer = get(text, cache_obj=cache)
         return str(answer) if answer is not None else None
 
-    return run_protocol(name, workload, store, lookup, limit=limit)
+    # Its default data manager flushes `data_map.txt` into the working directory.
+    with contextlib.chdir(workdir):
+        return run_protocol(name, workload, store, lookup, limit=limit)

@@ -61,7 +61,11 @@ class OnlineKMeans:
         n = len(vectors)
         if self.k == 0:
             return np.full(n, -1, dtype=np.int64), np.full(n, -1.0, dtype=np.float32)
-        sims = vectors @ self.centroids.T
+        # One query (the hot path): a matrix-vector product, which BLAS runs on the calling
+        # thread; the matrix-matrix form may wake BLAS worker threads, and on a node busy
+        # with vLLM waiting for them costs milliseconds.
+        single = n == 1
+        sims = (self.centroids @ vectors[0])[None, :] if single else vectors @ self.centroids.T
         labels = np.argmax(sims, axis=1)
         return labels.astype(np.int64), sims[np.arange(n), labels].astype(np.float32)
 

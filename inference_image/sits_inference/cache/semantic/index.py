@@ -77,7 +77,15 @@ class VectorIndex:
         x = np.ascontiguousarray(vector.reshape(1, -1), dtype=np.float32)
         ids = np.array([entry], dtype=np.int64)
         lists = np.array([cluster], dtype=np.int64)
-        self._ivf.add_core(1, faiss.swig_ptr(x), faiss.swig_ptr(ids), faiss.swig_ptr(lists))
+        # add_core opens an OpenMP parallel region even for one vector; on a node busy with
+        # vLLM, starting that team costs milliseconds. The thread count is a per-thread
+        # OpenMP setting, so this changes nothing for other threads (the L2 tier's).
+        previous = _faiss.omp_get_max_threads()
+        _faiss.omp_set_num_threads(1)
+        try:
+            self._ivf.add_core(1, faiss.swig_ptr(x), faiss.swig_ptr(ids), faiss.swig_ptr(lists))
+        finally:
+            _faiss.omp_set_num_threads(previous)
 
     def remove(self, entry: int) -> None:
         self._ivf.remove_ids(faiss.IDSelectorArray(np.array([entry], dtype=np.int64)))

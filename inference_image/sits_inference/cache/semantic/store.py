@@ -24,10 +24,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
 
-# What one entry costs beyond its payload and text, measured by the benchmark
-# (benchmarks/semantic_cache.py compares this accounting with the process RSS): the
-# fp16 index row and its id, the Entry object, and its slots in the maps and queues.
-ENTRY_OVERHEAD: Final = 1400
+# What one entry costs beyond its payload and text: the fp16 index row (768 bytes) with
+# its id and direct-map slot, the Entry object, its slots in the maps and queues, and
+# allocator slack. Set from the benchmark, which compares this accounting with the
+# growth of the process RSS for 100,000 entries (docs/benchmarks.md).
+ENTRY_OVERHEAD: Final = 1800
 # A miss costs a prefill before the first byte of the answer: counted as this many bytes
 # of answer, so that short answers are not treated as free to regenerate.
 PREFILL_COST: Final = 512
