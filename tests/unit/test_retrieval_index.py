@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -175,12 +177,28 @@ def filesystem_type(path: Path) -> str:
     return kind
 
 
-def test_preloading_reads_exactly_the_hot_lists_into_memory(ivf: Built, tmp_path: Path) -> None:
+@pytest.fixture
+def disk_index(ivf: Built) -> Iterator[Path]:
+    """The IVF index on a disk-backed filesystem: tmpfs pages cannot leave memory, so where
+    the temporary directory is tmpfs the files are copied under the checkout (.pytest_cache)."""
+    if filesystem_type(ivf.directory) != "tmpfs":
+        yield ivf.directory
+        return
+    copy = Path(__file__).resolve().parents[2] / ".pytest_cache" / f"disk-index-{os.getpid()}"
+    shutil.copytree(ivf.directory, copy, dirs_exist_ok=True)
+    assert filesystem_type(copy) != "tmpfs", "no disk-backed directory for the eviction test"
+    try:
+        yield copy
+    finally:
+        shutil.rmtree(copy, ignore_errors=True)
+
+
+def test_preloading_reads_exactly_the_hot_lists_into_memory(
+    disk_index: Path, tmp_path: Path
+) -> None:
     """After the files are evicted from the page cache, opening with saved statistics brings
     the hot lists' pages back (mincore), and not the whole vector file."""
-    if filesystem_type(ivf.directory) == "tmpfs":
-        pytest.skip("tmpfs pages cannot leave memory: nothing would be cold")
-    manifest = read_manifest(ivf.directory)
+    manifest = read_manifest(disk_index)
     nlist = int(manifest.params["nlist"])
     hot = [3, 17, 40]
     window = AccessWindow(nlist, 3600.0)
@@ -188,9 +206,9 @@ def test_preloading_reads_exactly_the_hot_lists_into_memory(ivf: Built, tmp_path
     stats = tmp_path / "stats.json"
     window.save(stats, manifest.digest)
     for name in manifest.files:
-        evict(ivf.directory / name)
+        evict(disk_index / name)
     metrics = VectorMetrics(CacheMetrics())
-    loaded = LoadedIndex(ivf.directory, options(), metrics)
+    loaded = LoadedIndex(disk_index, options(), metrics)
     try:
         vector_file = next(f for f in loaded.index.files() if f.path.name == VECTORS_FILE)
         assert vector_file.resident_bytes() < vector_file.size // 4, "eviction did not work"
