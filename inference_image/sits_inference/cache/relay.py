@@ -20,12 +20,12 @@ from typing import Any
 import aiohttp
 import orjson
 from aiohttp import web
-from multidict import CIMultiDict, CIMultiDictProxy
+from multidict import CIMultiDict
 from yarl import URL
 
 from sits_inference.gateway import errors
 from sits_inference.gateway.errors import GatewayError
-from sits_inference.gateway.proxy import HOP_BY_HOP, upstream_headers
+from sits_inference.gateway.proxy import relayed_headers, upstream_headers
 
 from .completions import DONE_EVENT, CachedCompletion, Kind, from_response
 from .sidecar_metrics import SidecarMetrics
@@ -35,7 +35,6 @@ from .upstream import UpstreamMonitor
 log = logging.getLogger("sits_inference.cache.relay")
 
 CACHE_HEADER = "x-sits-cache"
-_RESPONSE_DROP = frozenset({*HOP_BY_HOP, "server", "date"})
 # Passthrough bodies up to this size are read whole (so a closed pooled connection can be
 # retried); larger ones are streamed to vLLM as they arrive.
 _READ_WHOLE = 1 << 20
@@ -60,12 +59,6 @@ def error_reply(err: GatewayError, headers: Mapping[str, str] | None = None) -> 
     return web.Response(
         body=err.body(), status=err.status, content_type="application/json", headers=extra
     )
-
-
-def relayed_headers(upstream: CIMultiDictProxy[str], extra: Mapping[str, str]) -> CIMultiDict[str]:
-    headers = CIMultiDict((k, v) for k, v in upstream.items() if k.lower() not in _RESPONSE_DROP)
-    headers.update(extra)
-    return headers
 
 
 @dataclass(frozen=True, slots=True)

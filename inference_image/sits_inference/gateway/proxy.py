@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import aiohttp
@@ -71,13 +72,17 @@ def server_timing(gateway_s: float, upstream_s: float) -> str:
     return f"gateway;dur={gateway_s * 1000:.3f}, upstream;dur={upstream_s * 1000:.3f}"
 
 
+def relayed_headers(upstream: CIMultiDictProxy[str], extra: Mapping[str, str]) -> CIMultiDict[str]:
+    """The upstream's end-to-end response headers plus the proxy's own (gateway, sidecar)."""
+    headers = CIMultiDict((k, v) for k, v in upstream.items() if k.lower() not in _RESPONSE_DROP)
+    headers.update(extra)
+    return headers
+
+
 def response_headers(
     upstream: CIMultiDictProxy[str], variant: str, timing: str
 ) -> CIMultiDict[str]:
-    headers = CIMultiDict((k, v) for k, v in upstream.items() if k.lower() not in _RESPONSE_DROP)
-    headers[VARIANT_HEADER] = variant
-    headers["Server-Timing"] = timing
-    return headers
+    return relayed_headers(upstream, {VARIANT_HEADER: variant, "Server-Timing": timing})
 
 
 def error_response(err: GatewayError, variant: str | None = None) -> web.Response:
