@@ -5,6 +5,8 @@ test_semantic_minilm.py, with the real model."""
 from __future__ import annotations
 
 import hashlib
+import json
+import random
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -17,7 +19,7 @@ from sits_inference.cache.embedding import Vectors
 from sits_inference.cache.metrics import CacheMetrics
 from sits_inference.cache.semantic import CacheRequest, SemanticCache, SemanticConfig
 from sits_inference.cache.semantic.clusters import OnlineKMeans, Representatives
-from sits_inference.cache.semantic.store import ENTRY_OVERHEAD
+from sits_inference.cache.semantic.store import ENTRY_OVERHEAD, pack
 
 DIM = 32
 
@@ -145,20 +147,69 @@ def test_entry_cap_evicts_the_least_asked_first() -> None:
     assert sample(metrics, "sits_cache_evictions_total", tier="semantic", reason="max_entries") == 1
 
 
+def noise(length: int, seed: int = 0) -> bytes:
+    """Bytes zlib cannot shrink: entries of exactly known stored size."""
+    return random.Random(seed).randbytes(length)
+
+
 def test_byte_cap_and_exact_accounting() -> None:
     size = ENTRY_OVERHEAD + 1000 + 2 * len("entry number 0")
     cache, metrics = make(max_bytes=3 * size)
     for n in range(5):
-        put(cache, f"entry number {n}", b"x" * 1000)
+        put(cache, f"entry number {n}", noise(1000, n))
         stats = cache.stats()
         assert stats.bytes <= 3 * size
         assert sample(metrics, "sits_cache_bytes", tier="semantic") == stats.bytes
         assert sample(metrics, "sits_cache_entries", tier="semantic") == stats.entries
     assert cache.stats().entries == 3
     assert sample(metrics, "sits_cache_evictions_total", tier="semantic", reason="max_bytes") == 2
-    put(cache, "too big for the whole cache", b"x" * (4 * size))
+    put(cache, "too big for the whole cache", noise(4 * size))
     assert get(cache, "too big for the whole cache") is None
     assert cache.stats().entries == 3
+
+
+ANSWER = json.dumps(
+    {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "choices": [
+            {
+                "index": 0,
+                "message": {
+                    "role": "assistant",
+                    "content": "Open the settings, choose the account tab and press the reset "
+                    "button; the reset link is sent to the address on the account. " * 6,
+                },
+                "finish_reason": "stop",
+            }
+        ],
+    }
+).encode()
+
+
+@pytest.mark.parametrize(
+    ("payload", "compressed"),
+    [
+        (ANSWER, True),  # text in a JSON envelope: kept compressed
+        (noise(2000), False),  # incompressible: kept as it is
+        (b'{"choices":[]}', False),  # too small to be worth a zlib stream
+        (b"", False),
+    ],
+)
+def test_payloads_are_kept_compressed_when_that_saves_space(
+    payload: bytes, compressed: bool
+) -> None:
+    stored, was_compressed = pack(payload)
+    assert was_compressed is compressed
+    if compressed:
+        assert len(stored) * 10 <= len(payload) * 9
+    else:
+        assert stored == payload
+    cache, _ = make()
+    put(cache, "how do I reset my password", payload)
+    assert get(cache, "how do I reset my password") == payload  # byte for byte
+    expected = ENTRY_OVERHEAD + len(stored) + 2 * len("how do I reset my password")
+    assert cache.stats().bytes == expected
 
 
 def test_storing_the_same_question_again_replaces_it() -> None:

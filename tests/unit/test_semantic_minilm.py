@@ -3,11 +3,21 @@ hit, near misses that score above the threshold are refused by the guard and cou
 
 from __future__ import annotations
 
+import json
+import shutil
+from pathlib import Path
+
 import numpy as np
 import pytest
 from prometheus_client import CollectorRegistry
 
-from sits_inference.cache.embedding import DIMENSION, Embedder, default_embedder
+from sits_inference.cache.embedding import (
+    DIMENSION,
+    Embedder,
+    check_layout,
+    default_embedder,
+    model_path,
+)
 from sits_inference.cache.metrics import CacheMetrics
 from sits_inference.cache.semantic import CacheRequest, SemanticCache, SemanticConfig
 
@@ -28,6 +38,40 @@ def test_embeddings_are_unit_rows_of_384(embedder: Embedder) -> None:
     assert vectors.dtype == np.float32
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
     assert default_embedder() is embedder  # one model per process
+
+
+REFERENCE_TEXTS = [
+    "How do I reset my password?",
+    "convert celsius to fahrenheit",
+    "",
+    "Überweisung stornieren: wie geht das? 🚀",
+    "word " * 400,  # beyond the model's 256-token window: truncated the same way
+    "What were the best laptops of 2023, and which ones had the longest battery life?",
+]
+
+
+def test_vectors_match_the_sentence_transformers_reference(embedder: Embedder) -> None:
+    """The embedder re-implements the model's pipeline (encoder, mean pooling, normalise);
+    sentence-transformers runs the model as published. Same texts, batched and one by one,
+    must give the same vectors, or cached similarities would drift from the benchmark's."""
+    from sentence_transformers import SentenceTransformer
+
+    reference = SentenceTransformer(str(model_path()), device="cpu", local_files_only=True)
+    expected = reference.encode(REFERENCE_TEXTS, normalize_embeddings=True)
+    np.testing.assert_allclose(embedder.embed(REFERENCE_TEXTS), expected, atol=1e-5)
+    singles = np.concatenate([embedder.embed([text]) for text in REFERENCE_TEXTS])
+    np.testing.assert_allclose(singles, expected, atol=1e-5)
+
+
+def test_a_model_with_another_pooling_is_refused(tmp_path: Path) -> None:
+    shutil.copytree(model_path(), tmp_path / "model")
+    pooling = tmp_path / "model" / "1_Pooling" / "config.json"
+    config = json.loads(pooling.read_text())
+    config.update(pooling_mode_mean_tokens=False, pooling_mode_cls_token=True)
+    pooling.write_text(json.dumps(config))
+    with pytest.raises(ValueError, match="mean Pooling"):
+        check_layout(tmp_path / "model")
+    check_layout(model_path())  # the shipped model passes
 
 
 STORED = [

@@ -6,8 +6,10 @@ then each query is looked up through `SemanticCache.lookup` with its real embedd
 Memory: process RSS before and after filling the cache (filler vectors are loaded
 before the first reading, so they are not counted), next to the cache's own byte
 accounting (`stats().bytes`, which the `sits_cache_bytes` gauge exports).
-Payloads are synthetic chat.completion JSON of realistic size, so that the numbers
-include what a real entry holds.
+Payloads are chat.completion JSON whose answer is 60 to 220 words of English (questions of
+the workload and filler strung together, so that the text compresses like prose, not like
+a repeated word), about 1.1 KB each, so that the numbers include what a real entry holds
+and the cache's payload compression gets no easier input than real answers.
 """
 
 from __future__ import annotations
@@ -60,10 +62,13 @@ def rss_mib() -> float:
     return float("nan")
 
 
-def payload_for(text: str, rng: random.Random) -> bytes:
-    """An OpenAI chat.completion body with an answer of 40 to 160 words."""
-    words = " ".join(rng.choice(("the", "answer", "is", "about", text[:20])) for _ in range(40))
-    answer = (words + " ") * rng.randint(1, 4)
+def payload_for(text: str, rng: random.Random, corpus: Sequence[str]) -> bytes:
+    """An OpenAI chat.completion body answering `text` in 60 to 220 words of prose."""
+    words = text.rstrip("?").split()
+    wanted = rng.randint(60, 220)
+    while len(words) < wanted:
+        words += rng.choice(corpus).rstrip("?").split()
+    answer = " ".join(words[:wanted]) + "."
     body = {
         "id": f"chatcmpl-{rng.getrandbits(64):016x}",
         "object": "chat.completion",
@@ -72,7 +77,7 @@ def payload_for(text: str, rng: random.Random) -> bytes:
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": answer.strip()},
+                "message": {"role": "assistant", "content": answer},
                 "finish_reason": "stop",
             }
         ],
@@ -117,7 +122,7 @@ def run(
     started = time.monotonic()
     payload_bytes = 0
     for n, text in enumerate(known):
-        payload = payload_for(text, rng)
+        payload = payload_for(text, rng, known)
         payload_bytes += len(payload)
         cache.store(cache.admit(_request(text)), payload)
         if n % 10_000 == 0:

@@ -38,6 +38,8 @@ from sits_inference.cache.semantic.store import (
     EntryStore,
     entry_size,
     exact_hash,
+    pack,
+    unpack,
 )
 
 TIER: Final = "semantic"
@@ -165,14 +167,15 @@ class SemanticCache:
     def store(self, admission: Admission, payload: bytes) -> None:
         if not admission.cacheable:
             return
-        size = entry_size(admission.text, payload)
+        stored, compressed = pack(payload)
+        size = entry_size(admission.text, stored)
         if size > self._capacity_bytes():
             return  # larger than the whole cache: storing it would evict everything
         vector = self._vector(admission, learn=True) if admission.semantic else None
         with self._lock:
             self._expire()
             self._replace_exact(admission)
-            self._insert(admission, payload, size, vector)
+            self._insert(admission, (stored, compressed, len(payload)), size, vector)
             self._enforce_capacity()
             self._update_gauges()
 
@@ -283,7 +286,7 @@ class SemanticCache:
         self._store.hit(entry)
         self._reps.hit(entry.cluster, entry.id)
         return Hit(
-            payload=entry.payload,
+            payload=unpack(entry),
             similarity=min(1.0, similarity),
             age_seconds=max(0.0, self._clock() - entry.created),
             matched_text=entry.text,
@@ -316,21 +319,28 @@ class SemanticCache:
             self._remove(existing)
 
     def _insert(
-        self, admission: Admission, payload: bytes, size: int, vector: Vectors | None
+        self,
+        admission: Admission,
+        payload: tuple[bytes, bool, int],
+        size: int,
+        vector: Vectors | None,
     ) -> None:
+        stored, compressed, length = payload
         partition = self._partition_number(admission.partition)
         self._sequence += 1
         entry = Entry(
             id=entry_id(partition, self._sequence),
             partition=partition,
             text=admission.text,
-            payload=payload,
+            payload=stored,
+            compressed=compressed,
             model=admission.model,
             revision=admission.revision,
             adapter_digest=admission.adapter_digest,
             created=self._clock(),
             nbytes=size,
-            cost=float(PREFILL_COST + len(payload)),
+            # The GPU's cost to regenerate grows with the answer, not with its zlib size.
+            cost=float(PREFILL_COST + length),
         )
         self._store.add(entry, exact_hash(partition, admission.exact))
         self._partition_sizes[partition] = self._partition_sizes.get(partition, 0) + 1

@@ -4,15 +4,21 @@ Why faiss (IndexIVFScalarQuantizer), not hnswlib or usearch:
 - IVF is the structure the seed describes: the online k-means centroids (`clusters.py`)
   are the coarse quantiser, so "look up the most similar clusters, then the entries in
   them" is one faiss call, in C++, with `nprobe` clusters scanned.
-- Memory: fp16 scalar quantisation stores 768 bytes per 384-d vector. hnswlib keeps
-  float32 vectors plus the graph links (about 1.7 KB per entry at M=16), which alone
-  would take most of the 250 MiB per 100,000 entries budget before any payload.
+- Memory: 8-bit scalar quantisation stores 384 bytes per 384-d vector (plus the slack of
+  growing inverted lists). hnswlib keeps float32 vectors plus the graph links (about
+  1.7 KB per entry at M=16), which alone would take most of the 250 MiB per 100,000
+  entries budget before any payload.
 - Exact deletes: TTL, eviction and invalidation remove entries by id, every minute of
   the day. faiss removes an id from its list at once (hash-table direct map); hnswlib
   only marks it deleted and keeps its memory and graph position.
 - Partitions: an entry's id carries its partition number in the high 32 bits, so an
   `IDSelectorRange` restricts the scan to one partition inside faiss, with no Python
   callback per candidate (hnswlib's filter is a Python call per visited node).
+Why 8 bits: one uniform step of 1/255 over [-0.5, 0.5] for every component. MiniLM's unit
+vectors never come near that bound (the largest component over 100,000 questions is
+0.26), and rounding moves a cosine by 0.001 on average, 0.004 at most (measured), a
+twentieth of the step the benchmark sweeps thresholds by (0.02). fp16 took twice the
+memory for precision nothing downstream can use.
 The vectors are stored raw (no residual) so that moving centroids never corrupts them;
 an entry filed under a centroid that has since moved is still found through `nprobe`,
 and `SemanticCache` re-files entries as centroids move.
@@ -31,6 +37,8 @@ Matrix = npt.NDArray[np.float32]
 _faiss: Any = faiss
 PARTITION_SHIFT: Final = 32
 BYTES_PER_VECTOR_EXTRA: Final = 8 + 32  # the id in its list, the direct-map hash slot
+# Components outside [-COMPONENT_BOUND, COMPONENT_BOUND] are clipped by the quantiser.
+COMPONENT_BOUND: Final = 0.5
 
 
 def entry_id(partition: int, sequence: int) -> int:
@@ -52,10 +60,14 @@ class VectorIndex:
             self._quantizer,
             dimension,
             max_clusters,
-            faiss.ScalarQuantizer.QT_fp16,
+            faiss.ScalarQuantizer.QT_8bit_uniform,
             faiss.METRIC_INNER_PRODUCT,
         )
         self._ivf.by_residual = False
+        # A uniform quantiser is "trained" by its range: (minimum, width), set, not learnt,
+        # so that the first entries need no training set.
+        bounds = np.array([-COMPONENT_BOUND, 2 * COMPONENT_BOUND], dtype=np.float32)
+        _faiss.copy_array_to_vector(bounds, self._ivf.sq.trained)
         # The quantiser is trained online by OnlineKMeans; lists beyond its current
         # centroid count simply stay empty.
         self._ivf.is_trained = True

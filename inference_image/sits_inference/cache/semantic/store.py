@@ -13,22 +13,48 @@ Eviction policy: GDSF (Greedy-Dual-Size-Frequency; Cherkasova 1998), not LRU.
   thrown out merely for being large, and a bloated entry must earn its space.
 TTL expiry is separate from eviction: it is about freshness, not capacity, and is not
 counted in `sits_cache_evictions`.
+
+Payloads are kept zlib-compressed (`pack`/`unpack`) when that saves at least a tenth:
+answers are text in a JSON envelope, and at about a kilobyte each they are the largest
+part of an entry. A preset dictionary holds the OpenAI response envelope and common
+English words, because a one-kilobyte text alone gives zlib little history to refer to.
+Decompressing a hit takes microseconds; compressing runs after a miss that took the
+GPU hundreds of milliseconds.
 """
 
 from __future__ import annotations
 
 import hashlib
 import heapq
+import zlib
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
 
-# What one entry costs beyond its payload and text: the fp16 index row (768 bytes) with
+# What one entry costs beyond its payload and text: the 8-bit index row (384 bytes) with
 # its id and direct-map slot, the Entry object, its slots in the maps and queues, and
 # allocator slack. Set from the benchmark, which compares this accounting with the
 # growth of the process RSS for 100,000 entries (docs/benchmarks.md).
-ENTRY_OVERHEAD: Final = 1800
+ENTRY_OVERHEAD: Final = 1400
+# Below this size compression saves too little to pay for the zlib stream's header.
+COMPRESS_FROM: Final = 200
+_ENVELOPE: Final = (
+    b'{"id":"chatcmpl-","object":"chat.completion","created":,"model":"","choices":[{"index":0,'
+    b'"message":{"role":"assistant","content":"","refusal":null,"tool_calls":[]},"logprobs":null,'
+    b'"finish_reason":"stop","stop_reason":null}],"usage":{"prompt_tokens":,"total_tokens":,'
+    b'"completion_tokens":,"prompt_tokens_details":null},"prompt_logprobs":null}'
+    b'{"id":"cmpl-","object":"text_completion","choices":[{"index":0,"text":"",'
+    b'"finish_reason":"length"}]}'
+)
+_WORDS: Final = (
+    b" the of and to a in is that for it as with was on be by this are or from at an which"
+    b" can you your if not have has will more when use one all also their there other these"
+    b" they than into its some such may about how what time only most first would should"
+    b" example because between each used using make does different important however"
+)
+# zlib uses the end of the dictionary best: the envelope, the most common, goes last.
+ZDICT: Final = _WORDS + _ENVELOPE
 # A miss costs a prefill before the first byte of the answer: counted as this many bytes
 # of answer, so that short answers are not treated as free to regenerate.
 PREFILL_COST: Final = 512
@@ -39,7 +65,8 @@ class Entry:
     id: int
     partition: int
     text: str
-    payload: bytes
+    payload: bytes  # as stored: see `compressed`
+    compressed: bool
     model: str
     revision: str
     adapter_digest: str | None
@@ -56,8 +83,27 @@ def exact_hash(partition: int, exact: str) -> int:
     return int.from_bytes(digest.digest(), "big")
 
 
-def entry_size(text: str, payload: bytes) -> int:
-    return ENTRY_OVERHEAD + len(payload) + 2 * len(text.encode())
+def entry_size(text: str, stored_payload: bytes) -> int:
+    return ENTRY_OVERHEAD + len(stored_payload) + 2 * len(text.encode())
+
+
+def pack(payload: bytes) -> tuple[bytes, bool]:
+    """The payload as it is kept: compressed when that saves a tenth or more."""
+    if len(payload) < COMPRESS_FROM:
+        return payload, False
+    packer = zlib.compressobj(6, zlib.DEFLATED, -15, zdict=ZDICT)
+    packed = packer.compress(payload) + packer.flush()
+    if len(packed) * 10 > len(payload) * 9:
+        return payload, False
+    return packed, True
+
+
+def unpack(entry: Entry) -> bytes:
+    """The payload as it was stored."""
+    if not entry.compressed:
+        return entry.payload
+    unpacker = zlib.decompressobj(-15, zdict=ZDICT)
+    return unpacker.decompress(entry.payload) + unpacker.flush()
 
 
 class EntryStore:
