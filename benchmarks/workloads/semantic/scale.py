@@ -6,16 +6,15 @@ then each query is looked up through `SemanticCache.lookup` with its real embedd
 Memory: process RSS before and after filling the cache (filler vectors are loaded
 before the first reading, so they are not counted), next to the cache's own byte
 accounting (`stats().bytes`, which the `sits_cache_bytes` gauge exports).
-Payloads are chat.completion JSON whose answer is 60 to 220 words of English (questions of
+Payloads are the sidecar's stored form of a chat answer of 60 to 220 words of English (questions of
 the workload and filler strung together, so that the text compresses like prose, not like
-a repeated word), about 1.1 KB each, so that the numbers include what a real entry holds
+a repeated word), about 1 KB each, so that the numbers include what a real entry holds
 and the cache's payload compression gets no easier input than real answers.
 """
 
 from __future__ import annotations
 
 import gc
-import json
 import os
 import random
 import statistics
@@ -28,6 +27,7 @@ import numpy as np
 from benchmarks.workloads.semantic import Workload
 from benchmarks.workloads.semantic.baselines import _quantile, _request, queries, stored_texts
 from benchmarks.workloads.semantic.embeddings import MemoEmbedder
+from sits_inference.cache.completions import CachedChoice, CachedCompletion
 from sits_inference.cache.embedding import Embedder, Vectors, limit_threads
 from sits_inference.cache.metrics import CacheMetrics
 from sits_inference.cache.semantic import SemanticCache, SemanticConfig
@@ -63,27 +63,17 @@ def rss_mib() -> float:
 
 
 def payload_for(text: str, rng: random.Random, corpus: Sequence[str]) -> bytes:
-    """An OpenAI chat.completion body answering `text` in 60 to 220 words of prose."""
+    """What the sidecar stores for a chat answer of 60 to 220 words of prose: its canonical
+    form (`CachedCompletion.to_payload`), the bytes a real entry holds."""
     words = text.rstrip("?").split()
     wanted = rng.randint(60, 220)
     while len(words) < wanted:
         words += rng.choice(corpus).rstrip("?").split()
     answer = " ".join(words[:wanted]) + "."
-    body = {
-        "id": f"chatcmpl-{rng.getrandbits(64):016x}",
-        "object": "chat.completion",
-        "created": 1_800_000_000,
-        "model": "bench",
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": answer},
-                "finish_reason": "stop",
-            }
-        ],
-        "usage": {"prompt_tokens": 20, "completion_tokens": 120, "total_tokens": 140},
-    }
-    return json.dumps(body, separators=(",", ":")).encode()
+    usage = {"prompt_tokens": 20, "completion_tokens": wanted * 4 // 3}
+    usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+    choice = CachedChoice(index=0, text=answer, finish_reason="stop")
+    return CachedCompletion("chat", (choice,), usage).to_payload()
 
 
 def pin_one_core() -> int:

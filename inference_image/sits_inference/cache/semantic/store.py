@@ -16,8 +16,8 @@ counted in `sits_cache_evictions`.
 
 Payloads are kept zlib-compressed (`pack`/`unpack`) when that saves at least a tenth:
 answers are text in a JSON envelope, and at about a kilobyte each they are the largest
-part of an entry. A preset dictionary holds the OpenAI response envelope and common
-English words, because a one-kilobyte text alone gives zlib little history to refer to.
+part of an entry. A preset dictionary holds the answer's JSON envelope and common English
+words, because a one-kilobyte text alone gives zlib little history to refer to.
 Decompressing a hit takes microseconds; compressing runs after a miss that took the
 GPU hundreds of milliseconds.
 """
@@ -40,12 +40,16 @@ ENTRY_OVERHEAD: Final = 1400
 # Below this size compression saves too little to pay for the zlib stream's header.
 COMPRESS_FROM: Final = 200
 _ENVELOPE: Final = (
+    # The sidecar's canonical answer (cache/completions.py), then OpenAI's own envelope
+    # for callers that store responses as they came.
+    b'{"v":1,"kind":"completion","choices":[[0,"","length",null]]}'
+    b'{"v":1,"kind":"chat","choices":[[0,"","stop",null]],"usage":{"prompt_tokens":,'
+    b'"total_tokens":,"completion_tokens":,"prompt_tokens_details":null},'
+    b'"system_fingerprint":null}'
     b'{"id":"chatcmpl-","object":"chat.completion","created":,"model":"","choices":[{"index":0,'
     b'"message":{"role":"assistant","content":"","refusal":null,"tool_calls":[]},"logprobs":null,'
     b'"finish_reason":"stop","stop_reason":null}],"usage":{"prompt_tokens":,"total_tokens":,'
     b'"completion_tokens":,"prompt_tokens_details":null},"prompt_logprobs":null}'
-    b'{"id":"cmpl-","object":"text_completion","choices":[{"index":0,"text":"",'
-    b'"finish_reason":"length"}]}'
 )
 _WORDS: Final = (
     b" the of and to a in is that for it as with was on be by this are or from at an which"
