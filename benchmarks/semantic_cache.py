@@ -4,8 +4,9 @@ Run: `.venv/bin/python -m benchmarks.semantic_cache` (full: 100,000 entries) or 
 `--quick` (2,000 entries, 100 timed lookups, side-by-side runs on small samples).
 
 1. Workload (benchmarks/workloads/semantic/): intents with paraphrases, near-miss pairs
-   in six categories, filler questions; dev / heldout split, plus `fresh.yaml`, written
-   after the guard was frozen and never used to tune anything.
+   in seven categories (aspect: same subject, another question), filler questions;
+   dev / heldout split, plus `fresh.yaml`, written after the guard was frozen and never
+   used to tune anything.
 2. Threshold sweep, with and without the near-miss guard: paraphrase hit rate (one
    phrasing per intent stored together with the filler, the others queried), wrong
    answers (a hit on another intent or a filler question), near-miss false hits (store

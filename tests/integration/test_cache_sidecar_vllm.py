@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -222,6 +225,73 @@ def test_the_bypass_header_neither_reads_nor_writes(client: OpenAI) -> None:
     assert chat(client, "Name a prime number.")[0] == "miss", "the bypassed answer was not stored"
     assert chat(client, "Name a prime number.")[0] == "hit"
     assert chat(client, "Name a prime number.", extra_headers=bypass)[0] == "bypass"
+
+
+def vllm_generations(vllm: VllmServer) -> float:
+    """Requests vLLM itself finished: the ground truth for "did this reach the GPU"."""
+    series = parse_metrics(http("GET", vllm.url + "/metrics")[2].decode())
+    assert any(s.name == "vllm:request_success_total" for s in series)
+    return metric_value(series, "vllm:request_success_total")
+
+
+def test_identical_concurrent_misses_reach_vllm_once(
+    client: OpenAI, sidecar: SidecarProcess, vllm: VllmServer
+) -> None:
+    """Four clients ask the same new question at once: one generation, four equal answers.
+
+    Long answers (256 tokens) keep the first request at vLLM while the others arrive; a
+    request that comes after the answer is stored is a plain hit, so the count of vLLM
+    generations is exact either way, and at least one request must have waited."""
+    question = "List every planet of the solar system with one fact about each."
+    before, coalesced_before = (
+        vllm_generations(vllm),
+        metric_value(metrics(sidecar), "sits_cache_coalesced_total", result="hit"),
+    )
+    start = threading.Barrier(4)
+
+    def ask(_: int) -> tuple[str, str, str | None]:
+        start.wait(timeout=30)
+        raw = client.chat.completions.with_raw_response.create(
+            model=MODEL, messages=[{"role": "user", "content": question}], max_tokens=256,
+            temperature=0.0, extra_body=FULL,
+        )  # fmt: skip
+        content = raw.parse().choices[0].message.content or ""
+        return raw.headers["x-sits-cache"], content, raw.headers.get("x-sits-cache-coalesced")
+
+    with ThreadPoolExecutor(4) as pool:
+        answers = list(pool.map(ask, range(4)))
+    assert sorted(state for state, _, _ in answers) == ["hit", "hit", "hit", "miss"]
+    assert len({content for _, content, _ in answers}) == 1
+    assert vllm_generations(vllm) - before == 1
+    coalesced = metric_value(metrics(sidecar), "sits_cache_coalesced_total", result="hit")
+    flagged = sum(flag == "true" for _, _, flag in answers)
+    assert coalesced - coalesced_before == flagged >= 1
+
+
+def test_a_streamed_request_does_not_wait_for_an_identical_one(
+    client: OpenAI, sidecar: SidecarProcess, vllm: VllmServer
+) -> None:
+    """A streamed client wants its first token now, not after another request's answer:
+    sent while an identical non-streamed request is at vLLM, it is a miss of its own."""
+    question = "Count slowly from one to a hundred."
+    before = vllm_generations(vllm)
+    with ThreadPoolExecutor(1) as pool:
+        leader = pool.submit(chat, client, question, max_tokens=256)
+        deadline = time.monotonic() + 30
+        while not leader.done() and time.monotonic() < deadline:
+            if metric_value(metrics(sidecar), "sits_cache_coalescing_leaders") >= 1:
+                break
+            time.sleep(0.005)
+        assert not leader.done(), "the first request finished before the second was sent"
+        raw = client.chat.completions.with_raw_response.create(
+            model=MODEL, messages=[{"role": "user", "content": question}], max_tokens=256,
+            temperature=0.0, stream=True, extra_body=FULL,
+        )  # fmt: skip
+        chunks = list(raw.parse())
+        assert raw.headers["x-sits-cache"] == "miss"
+        assert leader.result(timeout=120)[0] == "miss"
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert vllm_generations(vllm) - before == 2
 
 
 @pytest.mark.parametrize("include_usage", [False, True])

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from sits_inference.cache.settings import (
     OPTIONS,
@@ -17,6 +18,7 @@ from sits_inference.cache.settings import (
     parse_size,
 )
 
+ROOT = Path(__file__).resolve().parents[2]
 # What sits_operator.core.render._cache_env renders for a default variant.
 OPERATOR_ENV = {
     "SITS_CACHE_LISTEN": "0.0.0.0:8080",
@@ -25,7 +27,7 @@ OPERATOR_ENV = {
     "SITS_CACHE_REVISION": "r7",
     "SITS_CACHE_VARIANT": "canary",
     "SITS_CACHE_SEMANTIC_ENABLED": "true",
-    "SITS_CACHE_SEMANTIC_THRESHOLD": "0.9",
+    "SITS_CACHE_SEMANTIC_THRESHOLD": "0.8",
     "SITS_CACHE_SEMANTIC_TTL": "1h",
     "SITS_CACHE_SEMANTIC_MAX_ENTRIES": "100000",
     "SITS_CACHE_SEMANTIC_NON_DETERMINISTIC": "false",
@@ -46,7 +48,7 @@ def test_the_operators_rendering_parses_into_the_expected_settings() -> None:
     assert settings.upstream == "http://127.0.0.1:8000"
     assert (settings.model, settings.revision, settings.variant) == ("demo-chat", "r7", "canary")
     assert settings.semantic_enabled is True
-    assert settings.semantic_threshold == 0.9
+    assert settings.semantic_threshold == 0.8
     assert settings.semantic_ttl_s == 3600.0
     assert settings.semantic_max_entries == 100_000
     assert settings.vector_enabled is False
@@ -73,6 +75,21 @@ def test_every_variable_the_operator_renders_is_an_option_and_parses() -> None:
     assert set(rendered) == set(OPERATOR_ENV), "keep OPERATOR_ENV in step with the operator"
     settings = load_settings([], rendered)
     assert settings.lora_max_cpu_loras == int(rendered["SITS_CACHE_LORA_MAX_CPU_LORAS"])
+
+
+def test_the_operator_renders_l1s_own_default_threshold() -> None:
+    """One default, chosen from the L1 benchmark's curve: the CRD, the operator's model and
+    the sidecar's library must not drift apart (they did once: 0.9 against 0.80)."""
+    from sits_inference.cache.semantic import DEFAULT_THRESHOLD
+    from sits_operator.model.spec import SemanticCache
+
+    assert SemanticCache().similarity_threshold == DEFAULT_THRESHOLD
+    assert float(_rendered_sidecar_env()["SITS_CACHE_SEMANTIC_THRESHOLD"]) == DEFAULT_THRESHOLD
+    crd = yaml.safe_load((ROOT / "crds" / "sitsdeployment.yaml").read_text())
+    version = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    variant = version["properties"]["spec"]["properties"]["variants"]["items"]
+    semantic = variant["properties"]["cache"]["properties"]["semantic"]
+    assert semantic["properties"]["similarityThreshold"]["default"] == DEFAULT_THRESHOLD
 
 
 def test_nothing_set_gives_the_documented_defaults() -> None:

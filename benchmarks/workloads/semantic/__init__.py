@@ -33,7 +33,7 @@ import yaml
 
 HERE: Final = Path(__file__).resolve().parent
 INTENTS_PER_FAMILY: Final = 8
-CATEGORIES: Final = ("order", "negation", "antonym", "entity", "year", "number")
+CATEGORIES: Final = ("order", "negation", "antonym", "entity", "year", "number", "aspect")
 Split = Literal["dev", "heldout"]
 
 

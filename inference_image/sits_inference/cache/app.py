@@ -9,7 +9,9 @@ versioned name goes upstream); then one of
   ``x-sits-cache-reason``;
 - ``hit``: L1 found an answer above its threshold that its near-miss guard accepts;
   served as JSON or replayed as SSE, with ``x-sits-cache-similarity``;
-- ``miss``: sent to vLLM, and the complete answer stored (a stream once ``[DONE]``).
+- ``miss``: sent to vLLM, and the complete answer stored (a stream once ``[DONE]``);
+  a non-streamed request identical to one already at vLLM waits for that one's answer
+  instead (``coalesce.py``) and is then a ``hit`` with ``x-sits-cache-coalesced: true``.
 
 L1 lookups and stores run on a small thread pool: embedding is CPU-bound and must never
 block the event loop that relays other requests' streams.
@@ -38,6 +40,7 @@ from sits_inference.gateway import errors
 from sits_inference.gateway.errors import GatewayError
 
 from . import admin
+from .coalesce import MissCoalescer
 from .completions import CachedCompletion, Kind, response_document, stream_events
 from .inference import InferenceCall, read_call
 from .lora import AdapterLease, AdapterResidency, AdapterUnavailable
@@ -56,6 +59,7 @@ T = TypeVar("T")
 SIMILARITY_HEADER = "x-sits-cache-similarity"
 AGE_HEADER = "x-sits-cache-age"
 REASON_HEADER = "x-sits-cache-reason"
+COALESCED_HEADER = "x-sits-cache-coalesced"
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +83,10 @@ class Sidecar:
         self._monitor: UpstreamMonitor | None = None
         self._relay: Relay | None = None
         self._background: set[asyncio.Task[Any]] = set()
+        wait = settings.coalesce_wait_s
+        self._coalescer = MissCoalescer(wait) if wait > 0 else None
+        coalescer = self._coalescer
+        self.metrics.leading.set_function(lambda: len(coalescer) if coalescer else 0)
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -246,7 +254,13 @@ class Sidecar:
         if not self.monitor.up:
             self.metrics.upstream_errors.labels("unavailable").inc()
             return error_reply(unavailable(self.monitor.detail), headers), "error"
-        storing = decision.admission is not None
+        admission = decision.admission
+        key = (admission.partition, admission.exact) if admission is not None else None
+        if key is not None and admission is not None and not call.stream:
+            followed = await self._follow(request, call, admission, key)
+            if followed is not None:
+                return followed, "hit"
+        storing = admission is not None
         add_usage = storing and call.stream and not call.include_usage
         served_model = lease.served_name if lease is not None else call.model
         fwd = Forward(
@@ -256,8 +270,28 @@ class Sidecar:
             strip_usage=add_usage, cache_headers=headers,
             store=self._storer(decision.admission) if decision.admission is not None else None,
         )  # fmt: skip
-        response = await self.relay.inference(request, fwd)
+        if key is None or self._coalescer is None or self._coalescer.leading(key):
+            response = await self.relay.inference(request, fwd)
+        else:
+            async with self._coalescer.lead(key):
+                response = await self.relay.inference(request, fwd)
         return response, decision.outcome if response.status < 500 else "error"
+
+    async def _follow(
+        self, request: web.Request, call: InferenceCall, admission: Admission, key: tuple[str, str]
+    ) -> web.StreamResponse | None:
+        """Wait for an identical request already at vLLM, then serve its stored answer."""
+        if self._coalescer is None or not self._coalescer.leading(key):
+            return None
+        if not await self._coalescer.follow(key):
+            self.metrics.coalesced.labels("timeout").inc()
+            return None
+        hit = await self._lookup(admission)
+        served = await self._from_hit(request, call, hit) if hit is not None else None
+        self.metrics.coalesced.labels("hit" if served is not None else "miss").inc()
+        if served is not None:
+            served.headers[COALESCED_HEADER] = "true"
+        return served
 
     def _decide(self, call: InferenceCall, lease: AdapterLease | None, bypass: bool) -> Decision:
         semantic = self.tiers.semantic

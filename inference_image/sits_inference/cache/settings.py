@@ -78,6 +78,9 @@ class SidecarSettings:
     health_interval_s: float = 2.0
     # A cached answer stays valid while vLLM restarts (same revision): serve it.
     serve_hits_when_down: bool = True
+    # Identical concurrent non-streamed misses wait up to this long for the first one's
+    # answer instead of each asking vLLM (coalesce.py); 0 turns that off.
+    coalesce_wait_s: float = 300.0
     # L1 lookups run on this many threads (embedding is CPU-bound; more would only
     # compete with each other and with torch's own intra-op threads).
     lookup_workers: int = 2
@@ -256,6 +259,12 @@ OPTIONS: tuple[Option, ...] = (
     Option("UPSTREAM_TIMEOUT", parse_duration, "longest silence of vLLM", "upstream_timeout_s"),
     Option("HEALTH_INTERVAL", parse_duration, "vLLM health poll period", "health_interval_s"),
     Option("SERVE_HITS_WHEN_DOWN", parse_bool, "answer hits while vLLM is down (default true)"),
+    Option(
+        "COALESCE_WAIT",
+        parse_duration,
+        "identical concurrent misses wait this long for the first one's answer (0: off)",
+        "coalesce_wait_s",
+    ),
     Option("LOOKUP_WORKERS", _positive_int, "threads for L1 lookups (default 2)"),
     Option("ADMIN_TOKEN", _optional_str, "bearer token required by /admin/*"),
     Option("LOG_LEVEL", _log_level, "DEBUG, INFO, WARNING or ERROR"),

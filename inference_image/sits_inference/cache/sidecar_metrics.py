@@ -18,6 +18,7 @@ OUTCOMES: Final[tuple[Outcome, ...]] = (
 )  # fmt: skip
 UPSTREAM_ERRORS: Final = ("unavailable", "timeout", "connection", "stream_broken")
 STORE_RESULTS: Final = ("stored", "not_storable", "failed")
+COALESCE_RESULTS: Final = ("hit", "miss", "timeout")
 DURATION_BUCKETS: Final = (
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 )  # fmt: skip
@@ -71,6 +72,20 @@ class SidecarMetrics:
             ["reason"],
             registry=r,
         )
+        self.coalesced = Counter(
+            "sits_cache_coalesced",
+            "Requests that waited for an identical request already sent to vLLM, by what "
+            "they found: hit (its answer), miss (not stored: they went to vLLM), timeout.",
+            ["result"],
+            registry=r,
+        )
+        self.leading = Gauge(
+            "sits_cache_coalescing_leaders",
+            "Distinct cacheable requests at vLLM right now that identical ones would wait for.",
+            registry=r,
+        )
+        for result in COALESCE_RESULTS:
+            self.coalesced.labels(result)
         for outcome in OUTCOMES:
             self.requests.labels(outcome)
         for kind in UPSTREAM_ERRORS:

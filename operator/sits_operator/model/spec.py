@@ -52,7 +52,9 @@ class LoraSettings(_Frozen):
 
 class SemanticCache(_Frozen):
     enabled: bool = True
-    similarity_threshold: float = Field(default=0.9, alias="similarityThreshold")
+    # L1's default (SemanticConfig.threshold), chosen from the benchmark's curve;
+    # tests/unit/test_cache_sidecar_settings.py keeps the two equal.
+    similarity_threshold: float = Field(default=0.8, alias="similarityThreshold")
     ttl: str = "1h"
     max_entries: int = Field(default=100_000, alias="maxEntries")
     cache_non_deterministic: bool = Field(default=False, alias="cacheNonDeterministic")

@@ -9,10 +9,10 @@ from typing import Final
 # strictest threshold whose paraphrase hit rate on the dev workload stays at or above 65 %
 # (the 60 % target plus a margin) with near-miss false hits and wrong answers at or below
 # 1 %. Strictest, because a wrong answer costs more than a miss and the near-miss guard
-# only judges differences it has words for (numbers, names, negation, antonyms, roles);
-# lower thresholds (the guard keeps near misses out down to about 0.64) let in merely
-# topical neighbours ("how do I make a budget" / "budget travel") that only the
-# threshold stands against.
+# only judges differences it has words for (numbers, names, negation, antonyms, roles,
+# what a question asks: `aspect.py`); lower thresholds let in merely topical neighbours
+# ("how do I make a budget" / "budget travel") that only the threshold stands against.
+# The operator's CRD default is the same number (a unit test keeps them equal).
 DEFAULT_THRESHOLD: Final = 0.80
 
 

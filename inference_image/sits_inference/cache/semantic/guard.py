@@ -31,6 +31,10 @@ the `reason` label of `sits_cache_near_miss_rejections_total`):
    that no synonym explains: "how long should I boil an egg" / "... a potato". Only
    when the texts share their opening (or the span is a bare noun at the start), since a
    paraphrase rewords the opening ("how often" / "how many times a week").
+7. aspect: the same subject asked about in another way ("why is X important" / "how does
+   X work", "when was X built" / "who built X"): `aspect.py` says what each question
+   asks for, with equivalent wordings folded together; only judged when the texts share
+   a subject word and both ask something it recognises.
 
 What it cannot do: it reads words, not meaning. A paraphrase that restates a number in
 words it does not parse is refused; a swap of two neighbouring words without a marker
@@ -48,10 +52,20 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Final
 
+from sits_inference.cache.semantic import aspect as asp
 from sits_inference.cache.semantic import lexicon as lx
 from sits_inference.cache.semantic import roles as rl
 
-REASONS: Final = ("number", "year", "negation", "antonym", "order", "entity", "substitution")
+REASONS: Final = (
+    "number",
+    "year",
+    "negation",
+    "antonym",
+    "order",
+    "entity",
+    "substitution",
+    "aspect",
+)
 
 _TOKEN: Final = re.compile(
     r"""
@@ -93,6 +107,7 @@ class Analysis:
     axes: tuple[tuple[str, int], ...]
     roles: dict[str, frozenset[str]]
     words: frozenset[str]
+    text: str
 
 
 def stem(word: str) -> str:
@@ -165,6 +180,7 @@ class _Builder:
             axes=tuple(_axes(self.tokens)),
             roles=rl.assign(self.tokens, frozenset(self.quantities)),
             words=frozenset(w for t in self.tokens for w in (t.lower, t.key)),
+            text=self.text,
         )
 
     def _initial(self, start: int) -> bool:
@@ -379,4 +395,25 @@ def _substitution(a: Analysis, b: Analysis) -> str | None:
     return None
 
 
-_RULES: Final = (_numbers, _negation, _antonyms, _order, _entities, _substitution)
+def _aspect(a: Analysis, b: Analysis) -> str | None:
+    """The same subject asked about in another way: "why is X important" / "how does X
+    work", "when was X built" / "who built X" (`aspect.py` says what a question asks).
+
+    Only when the texts share a subject word (a content word that does not itself name
+    an aspect): rewordings with nothing in common are not judged by their frames.
+    """
+    if not asp.differs(a.text, b.text):
+        return None
+    shared = _subject_keys(a) & _subject_keys(b)
+    return "aspect" if shared else None
+
+
+def _subject_keys(a: Analysis) -> set[str]:
+    return {
+        t.key
+        for t in a.tokens
+        if t.content and t.lower not in asp.ASPECT_WORDS and t.key not in asp.ASPECT_WORDS
+    }
+
+
+_RULES: Final = (_numbers, _negation, _antonyms, _order, _entities, _substitution, _aspect)
