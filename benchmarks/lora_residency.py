@@ -42,13 +42,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
-from tests.integration.test_lora_residency import WeightReads
 
 from benchmarks.results import write_section
 from sits_inference.cache.lora import AdapterResidency, AdapterSpec, ResidencyConfig
 from sits_inference.cache.lora.policy import Candidate, DecayedFrequency
 from sits_inference.cache.metrics import CacheMetrics
 from sits_vllm import VllmServer, ensure_tiny_model, make_lora_adapter
+from sits_vllm.weight_reads import WeightReads
 
 ADAPTERS = 32
 SLOTS = 4

@@ -16,15 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import json
-import os
-import select
-import struct
-import threading
 import urllib.request
 from collections import Counter
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
@@ -35,6 +30,7 @@ from sits_inference.cache.lora.spec import split_versioned
 from sits_inference.cache.metrics import CacheMetrics
 from sits_vllm import VllmServer, make_lora_adapter
 from sits_vllm.pytest_plugin import VllmFactory
+from sits_vllm.weight_reads import WeightReads
 
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(600)]
 
@@ -42,76 +38,6 @@ BASE = "base"
 PROMPT = "The quick brown fox jumps over the lazy dog"
 TOKENS = 24
 NAMES = ("a1", "a2", "a3", "a4")
-WEIGHTS = "adapter_model.safetensors"
-
-
-class WeightReads:
-    """Counts loads of each watched adapter by vLLM, from outside (Linux inotify).
-
-    vLLM's worker reads ``adapter_config.json`` and then opens the weights file twice,
-    the handles overlapping, on every load into its CPU cache. inotify merges an event
-    identical to the unread one before it, so a load shows one or two weight opens
-    depending on timing. A load is therefore counted at a weights-file open whose
-    directory's previous event was not one: the config read always sits between loads.
-    """
-
-    _IN_ACCESS = 0x01
-    _IN_CLOSE_WRITE = 0x08
-    _IN_CLOSE_NOWRITE = 0x10
-    _IN_OPEN = 0x20
-    _IN_CLOEXEC = 0o2000000
-    _HEADER = struct.Struct("iIII")
-
-    def __init__(self, directories: Mapping[str, Path]) -> None:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        self._fd = libc.inotify_init1(self._IN_CLOEXEC)
-        if self._fd < 0:
-            raise OSError(ctypes.get_errno(), "inotify_init1")
-        mask = self._IN_OPEN | self._IN_ACCESS | self._IN_CLOSE_WRITE | self._IN_CLOSE_NOWRITE
-        self._names: dict[int, str] = {}
-        for name, directory in directories.items():
-            wd = libc.inotify_add_watch(self._fd, str(directory).encode(), mask)
-            if wd < 0:
-                raise OSError(ctypes.get_errno(), f"inotify_add_watch {directory}")
-            self._names[wd] = name
-        self._last: dict[str, tuple[str, bool]] = {}
-        self._counts: Counter[str] = Counter()
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def counts(self) -> Counter[str]:
-        with self._lock:
-            return Counter(self._counts)
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-        os.close(self._fd)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            ready, _, _ = select.select([self._fd], [], [], 0.05)
-            if ready:
-                self._parse(os.read(self._fd, 1 << 16))
-
-    def _parse(self, buffer: bytes) -> None:
-        offset = 0
-        while offset < len(buffer):
-            wd, mask, _cookie, length = self._HEADER.unpack_from(buffer, offset)
-            start = offset + self._HEADER.size
-            filename = buffer[start : start + length].rstrip(b"\0").decode()
-            offset = start + length
-            if wd in self._names:
-                self._event(self._names[wd], filename, bool(mask & self._IN_OPEN))
-
-    def _event(self, name: str, filename: str, opened: bool) -> None:
-        event = (filename, opened)
-        with self._lock:
-            if event == (WEIGHTS, True) and self._last.get(name) != event:
-                self._counts[name] += 1
-            self._last[name] = event
 
 
 @pytest.fixture(scope="module")
