@@ -31,6 +31,7 @@ from sits_inference.cache.completions import CachedChoice, CachedCompletion
 from sits_inference.cache.embedding import Embedder, Vectors, limit_threads
 from sits_inference.cache.metrics import CacheMetrics
 from sits_inference.cache.semantic import SemanticCache, SemanticConfig
+from sits_inference.cache.semantic.store import pack
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +41,7 @@ class ScaleResult:
     rss_delta_mib: float
     accounted_mib: float
     payload_mib: float
+    stored_payload_mib: float
     lookups: int
     p50_ms: float
     p95_ms: float
@@ -110,10 +112,11 @@ def run(
         embedder=memo,
     )
     started = time.monotonic()
-    payload_bytes = 0
+    payload_bytes = stored_bytes = 0
     for n, text in enumerate(known):
         payload = payload_for(text, rng, known)
         payload_bytes += len(payload)
+        stored_bytes += len(pack(payload)[0])
         cache.store(cache.admit(_request(text)), payload)
         if n % 10_000 == 0:
             print(
@@ -137,6 +140,7 @@ def run(
         rss_delta=after - before,
         accounted=stats.bytes / 2**20,
         payload=payload_bytes / 2**20,
+        stored_payload=stored_bytes / 2**20,
         clusters=stats.clusters,
         keys=stats.representative_keys,
     )
@@ -188,6 +192,7 @@ def _measure(
         rss_delta_mib=sizes["rss_delta"],
         accounted_mib=sizes["accounted"],
         payload_mib=sizes["payload"],
+        stored_payload_mib=sizes["stored_payload"],
         lookups=len(sample),
         p50_ms=1000 * statistics.median(times),
         p95_ms=1000 * _quantile(times, 0.95),

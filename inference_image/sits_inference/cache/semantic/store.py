@@ -36,7 +36,7 @@ from typing import Final
 # its id and direct-map slot, the Entry object, its slots in the maps and queues, and
 # allocator slack. Set from the benchmark, which compares this accounting with the
 # growth of the process RSS for 100,000 entries (docs/benchmarks.md).
-ENTRY_OVERHEAD: Final = 1400
+ENTRY_OVERHEAD: Final = 1100
 # Below this size compression saves too little to pay for the zlib stream's header.
 COMPRESS_FROM: Final = 200
 _ENVELOPE: Final = (
