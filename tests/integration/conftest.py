@@ -6,6 +6,7 @@ control plane; these fixtures only install what SITS needs on top of it.
 
 from __future__ import annotations
 
+import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -13,10 +14,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
+
+from sits_localcluster.helm import helm_binary
 
 REPO = Path(__file__).resolve().parents[2]
 CRDS_DIR = REPO / "crds"
 SITS_RESOURCES = ("sitsdeployments.sits.dev", "sitspolicies.sits.dev")
+CHART = REPO / "charts" / "sits-operator"
+OPERATOR_NAMESPACE = "sits-system"
+RELEASE = "sits-operator"  # the release name the README installs
 
 
 def _poll(what: str, attempt: Callable[[], bool], *, timeout: float, step: float = 0.5) -> None:
@@ -76,7 +83,65 @@ def namespace(local_cluster: Any, crds_installed: tuple[str, ...]) -> Iterator[s
     kubectl("delete", "namespace", name, "--wait=false", "--ignore-not-found", check=False)
 
 
-def _other_operators(kubeconfig: Path) -> list[int]:
+def operator_kubeconfig_path(cluster: Any) -> Path:
+    """Where the operator's own credentials (its ServiceAccount's token) are written."""
+    return Path(cluster.state_dir) / "kubeconfig-sits-operator"
+
+
+def render_chart(*args: str) -> list[dict[str, Any]]:
+    """`helm template sits-operator charts/sits-operator -n sits-system ARGS`, parsed."""
+    result = subprocess.run(
+        [str(helm_binary()), "template", RELEASE, str(CHART), "-n", OPERATOR_NAMESPACE, *args],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+
+@pytest.fixture(scope="session")
+def operator_kubeconfig(local_cluster: Any, crds_installed: tuple[str, ...]) -> Path:
+    """A kubeconfig that authenticates as the chart's ServiceAccount, bound to the chart's
+    ClusterRole and nothing else: the operator tests run the operator with it, so the
+    whole suite checks that the chart's RBAC is enough (and a 403 fails a test).
+
+    The RBAC objects come from `helm template` of the chart, the token from the API
+    server's TokenRequest (`kubectl create token`), as a pod's projected token would."""
+    kubectl = local_cluster.kubectl
+    kubectl("create", "namespace", OPERATOR_NAMESPACE, check=False)
+    shown = ("templates/serviceaccount.yaml", "templates/rbac.yaml")
+    rbac = render_chart(*(arg for path in shown for arg in ("--show-only", path)))
+    assert {d["kind"] for d in rbac} == {"ServiceAccount", "ClusterRole", "ClusterRoleBinding"}
+    stream = "\n---\n".join(yaml.safe_dump(d) for d in rbac)
+    kubectl("apply", "--server-side", "--field-manager=sits-tests", "-f", "-", input=stream)
+    account = next(d["metadata"]["name"] for d in rbac if d["kind"] == "ServiceAccount")
+    token = kubectl(
+        "create", "token", account, "-n", OPERATOR_NAMESPACE, "--duration=4h"
+    ).stdout.strip()
+    admin = yaml.safe_load(Path(local_cluster.kubeconfig).read_text())
+    cluster = admin["clusters"][0]
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [cluster],
+        "users": [{"name": account, "user": {"token": token}}],
+        "contexts": [
+            {"name": "operator", "context": {"cluster": cluster["name"], "user": account}}
+        ],
+        "current-context": "operator",
+    }
+    path = operator_kubeconfig_path(local_cluster)
+    path.write_text(yaml.safe_dump(config))
+    path.chmod(0o600)
+    who = subprocess.run(
+        ["kubectl", f"--kubeconfig={path}", "auth", "whoami", "-o",
+         "jsonpath={.status.userInfo.username}"],
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    assert who.stdout == f"system:serviceaccount:{OPERATOR_NAMESPACE}:{account}"
+    return path
+
+
+def _other_operators(*kubeconfigs: Path) -> list[int]:
     """PIDs of sits-operator processes working on this cluster that this session did not
     start (another test session's); the demo's operator works on another cluster."""
     pids = []
@@ -93,7 +158,7 @@ def _other_operators(kubeconfig: Path) -> list[int]:
             environ = (proc / "environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        if f"KUBECONFIG={kubeconfig}".encode() in environ:
+        if any(f"KUBECONFIG={config}".encode() in environ for config in kubeconfigs):
             pids.append(int(proc.name))
     return pids
 
@@ -101,7 +166,9 @@ def _other_operators(kubeconfig: Path) -> list[int]:
 @pytest.fixture(scope="session")
 def no_other_operator(local_cluster: Any) -> None:
     """Two operators on one cluster would both act on every test's objects."""
-    others = _other_operators(Path(local_cluster.kubeconfig))
+    others = _other_operators(
+        Path(local_cluster.kubeconfig), operator_kubeconfig_path(local_cluster)
+    )
     if others:
         pytest.fail(
             f"another sits-operator works on the test cluster (pids {others}): "

@@ -51,6 +51,17 @@ class OperatorProcess:
             time.sleep(0.2)
         raise TimeoutError(f"operator: no {needle!r} within {timeout} s:\n{self.tail()}")
 
+    def forbidden(self) -> list[str]:
+        """Log lines of every run that show the API server refusing the operator (403):
+        its ServiceAccount lacks a verb the chart's ClusterRole should grant."""
+        found = []
+        for n in range(1, self.starts + 1):
+            path = self._log_dir / f"operator-{n}.log"
+            for line in path.read_text(errors="replace").splitlines():
+                if "forbidden" in line.lower() or " 403" in line:
+                    found.append(line)
+        return found
+
     def tail(self, lines: int = 40) -> str:
         text = self.log_path.read_text(errors="replace").splitlines()
         return "\n".join(text[-lines:])

@@ -51,12 +51,13 @@ def capacity(local_cluster: Any) -> Iterator[None]:
 
 @pytest.fixture(scope="module")
 def operator(
-    local_cluster: Any, crds_installed: Any, capacity: None, tmp_path_factory: Any
+    operator_kubeconfig: Path, capacity: None, tmp_path_factory: Any
 ) -> Iterator[OperatorProcess]:
-    proc = OperatorProcess(local_cluster.kubeconfig, tmp_path_factory.mktemp("operator"))
+    proc = OperatorProcess(operator_kubeconfig, tmp_path_factory.mktemp("operator"))
     proc.start()
     yield proc
     proc.stop()
+    assert proc.forbidden() == [], "the chart's ClusterRole lacks a verb the operator used"
 
 
 class Scenario:

@@ -209,7 +209,7 @@ def test_sitsdeployment_defaults(local_cluster: Any, namespace: str) -> None:
     assert v1["cache"] == {
         "semantic": {
             "enabled": True,
-            "similarityThreshold": 0.9,
+            "similarityThreshold": 0.8,
             "ttl": "1h",
             "maxEntries": 100000,
             "cacheNonDeterministic": False,

@@ -24,13 +24,12 @@ EXAMPLE["spec"]["analysis"]["policyRef"]["name"] = "no-such-policy-for-reconcile
 
 
 @pytest.fixture(scope="module")
-def operator(
-    local_cluster: Any, crds_installed: Any, tmp_path_factory: Any
-) -> Iterator[OperatorProcess]:
-    proc = OperatorProcess(local_cluster.kubeconfig, tmp_path_factory.mktemp("operator"))
+def operator(operator_kubeconfig: Path, tmp_path_factory: Any) -> Iterator[OperatorProcess]:
+    proc = OperatorProcess(operator_kubeconfig, tmp_path_factory.mktemp("operator"))
     proc.start()
     yield proc
     proc.stop()
+    assert proc.forbidden() == [], "the chart's ClusterRole lacks a verb the operator used"
 
 
 class Kube:
