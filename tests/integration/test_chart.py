@@ -63,6 +63,10 @@ def test_the_default_release_holds_operator_rbac_service_and_policy() -> None:
         "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment", "Service",
         "SitsPolicy",
     }  # fmt: skip
+    optional = render_chart(
+        "--set", "prometheusRule.enabled=true", "--set", "metrics.serviceMonitor.enabled=true"
+    )
+    assert set(by_kind(optional)) - set(kinds) == {"PrometheusRule", "ServiceMonitor"}
     (binding,) = kinds["ClusterRoleBinding"]
     (account,) = kinds["ServiceAccount"]
     assert account["metadata"]["name"] == RELEASE  # not "sits-operator-sits-operator"
@@ -169,3 +173,67 @@ def test_the_api_server_accepts_every_rendered_object(
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("(server dry run)") == len(docs)
+
+
+def promtool(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["promtool", *args], capture_output=True, text=True, timeout=60, check=False, cwd=cwd
+    )
+
+
+def test_the_operator_alerts_are_valid_rules_that_fire_when_they_should(tmp_path: Path) -> None:
+    """The PrometheusRule's groups through the real promtool: syntax (`check rules`), then
+    `test rules` on synthetic series: each alert stays quiet while the operator is healthy
+    and fires only after its `for` duration."""
+    (rule,) = by_kind(render_chart("--set", "prometheusRule.enabled=true"))["PrometheusRule"]
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}))
+    checked = promtool("check", "rules", "rules.yaml", cwd=tmp_path)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    alerts = {r["alert"]: r for g in rule["spec"]["groups"] for r in g["rules"]}
+
+    def firing(name: str) -> list[dict[str, Any]]:
+        return [
+            {"exp_labels": alerts[name]["labels"], "exp_annotations": alerts[name]["annotations"]}
+        ]
+
+    series = [
+        # reconciles fail once a minute from minute 0; successes alongside
+        {"series": 'sits_operator_reconciles_total{result="error"}', "values": "0+1x40"},
+        {"series": 'sits_operator_reconciles_total{result="ok"}', "values": "0+5x40"},
+        # Prometheus fails from minute 20 on
+        {"series": "sits_operator_prometheus_errors_total", "values": "0x20 1+1x20"},
+        # one rollback at minute 5
+        {"series": 'sits_operator_decisions_total{action="rollback",trigger="period"}',
+         "values": "0x4 1x35"},
+        {"series": 'sits_operator_decisions_total{action="step",trigger="period"}',
+         "values": "0+1x40"},
+    ]  # fmt: skip
+    cases = [
+        (10, "SitsOperatorReconcileErrors", []),  # pending: for 15m
+        (20, "SitsOperatorReconcileErrors", firing("SitsOperatorReconcileErrors")),
+        (15, "SitsOperatorPrometheusUnreachable", []),  # healthy so far
+        (25, "SitsOperatorPrometheusUnreachable", []),  # pending: for 10m
+        (35, "SitsOperatorPrometheusUnreachable", firing("SitsOperatorPrometheusUnreachable")),
+        (3, "SitsRolloutRolledBack", []),
+        (8, "SitsRolloutRolledBack", firing("SitsRolloutRolledBack")),
+        (20, "SitsRolloutRolledBack", []),  # the 10m window has passed
+    ]
+    spec = {
+        "rule_files": ["rules.yaml"],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": series,
+                "alert_rule_test": [
+                    {"eval_time": f"{minute}m", "alertname": name, "exp_alerts": expected}
+                    for minute, name, expected in cases
+                ],
+            }
+        ],
+    }
+    assert set(alerts) == {name for _, name, _ in cases}, "every alert is tested"
+    (tmp_path / "test.yaml").write_text(yaml.safe_dump(spec))
+    tested = promtool("test", "rules", "test.yaml", cwd=tmp_path)
+    assert tested.returncode == 0, tested.stdout + tested.stderr
+    assert "SUCCESS" in tested.stdout
