@@ -25,6 +25,7 @@ import yaml
 
 from sits_localcluster.build import ensure_binaries
 from sits_localcluster.cluster import LocalCluster
+from sits_localcluster.helm import render_chart, service_account_kubeconfig
 from sits_localcluster.nodes import GpuNodeSpec
 
 # A second H200 in the all-1g.18gb MIG layout: room for the demo's two canaries.
@@ -40,6 +41,11 @@ REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = ("chat-canary.yaml", "h200-ab-test.yaml", "lora-adapters.yaml")
 PROMETHEUS_PORT, SYNTHETIC_PORT, OPERATOR_METRICS = 19090, 19100, 19464
 DEMO_NS = "sits-demo"
+CHART = REPO / "charts" / "sits-operator"
+OPERATOR_NS = "sits-system"
+# What the operator's chart would install besides its Deployment: kwok runs no
+# containers, so the operator runs here as a process, with the chart's credentials.
+CHART_PARTS = ("serviceaccount.yaml", "rbac.yaml", "policy.yaml")
 
 
 def say(message: str) -> None:
@@ -227,7 +233,10 @@ def follow(cluster: LocalCluster, namespace: str, done: set[str], timeout: float
     raise SystemExit(f"rollouts did not finish within {timeout:.0f} s: {last}")
 
 
-def install(cluster: LocalCluster) -> None:
+def install(cluster: LocalCluster) -> Path:
+    """The CRDs, then the chart's ServiceAccount, least-privilege RBAC and SITS2026 policy
+    (`helm template | kubectl apply`); returns a kubeconfig of that ServiceAccount, so the
+    demo's operator holds exactly what the chart grants it in a cluster."""
     kubectl = cluster.kubectl
     kubectl("apply", "--server-side", "--field-manager=sits-demo", "-f", str(REPO / "crds"))
     kubectl(
@@ -238,8 +247,15 @@ def install(cluster: LocalCluster) -> None:
         "crd/sitspolicies.sits.dev",
     )
     time.sleep(1)  # let kubectl's discovery see the new kinds
-    kubectl("apply", "--server-side", "--field-manager=sits-demo", "-f", str(REPO / "policies"))
+    kubectl("create", "namespace", OPERATOR_NS, check=False)
+    shown = [arg for part in CHART_PARTS for arg in ("--show-only", f"templates/{part}")]
+    docs = render_chart(CHART, "sits-operator", OPERATOR_NS, *shown)
+    stream = "\n---\n".join(yaml.safe_dump(doc) for doc in docs)
+    kubectl("apply", "--server-side", "--field-manager=sits-demo", "-f", "-", input=stream)
     kubectl("apply", "-f", "-", input=json.dumps(demo_policy()))
+    account = next(d["metadata"]["name"] for d in docs if d["kind"] == "ServiceAccount")
+    path = Path(cluster.state_dir) / "kubeconfig-sits-operator"
+    return service_account_kubeconfig(cluster, OPERATOR_NS, account, path)
 
 
 def demo() -> None:
@@ -249,11 +265,14 @@ def demo() -> None:
     cluster = LocalCluster(progress=print)
     cluster.up()
     kubectl = cluster.kubectl
-    say("installing the SITS CRDs, the SITS2026 policy and a fast demo copy of it")
-    install(cluster)
+    say(
+        "installing the SITS CRDs, the chart's RBAC and SITS2026 policy, and a fast demo "
+        "copy of the policy"
+    )
+    operator_kubeconfig = install(cluster)
     say("starting Prometheus (real) and a synthetic source of the gateway's metrics")
     start_metrics_stack(cluster)
-    say("running the operator")
+    say(f"running the operator as the chart's ServiceAccount ({OPERATOR_NS}/sits-operator)")
     Background(cluster, "sits-operator").start(
         [
             sys.executable,
@@ -262,7 +281,7 @@ def demo() -> None:
             "--metrics-address",
             f"127.0.0.1:{OPERATOR_METRICS}",
         ],
-        env={**os.environ, "KUBECONFIG": str(cluster.kubeconfig)},
+        env={**os.environ, "KUBECONFIG": str(operator_kubeconfig)},
     )
     say("applying the examples (vLLM + sidecar pods placed on fake MIG nodes)")
     for manifest in adapter_volume():

@@ -12,9 +12,16 @@ in a test's fixture.
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
 
 from sits_localcluster.build import cache_root, read_versions
+
+if TYPE_CHECKING:
+    from sits_localcluster.cluster import LocalCluster
 
 SETUP_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "setup-helm.sh"
 
@@ -34,4 +41,42 @@ def helm_binary(versions: dict[str, str] | None = None) -> Path:
         raise FileNotFoundError(
             f"helm {version} is not built at {path}; run {SETUP_SCRIPT} (a few minutes, once)"
         )
+    return path
+
+
+def render_chart(chart: Path, release: str, namespace: str, *args: str) -> list[dict[str, Any]]:
+    """`helm template RELEASE CHART -n NAMESPACE ARGS`, parsed into objects."""
+    result = subprocess.run(
+        [str(helm_binary()), "template", release, str(chart), "-n", namespace, *args],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    if result.returncode != 0:
+        raise RuntimeError(f"helm template {chart} failed:\n{result.stderr}")
+    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+
+def service_account_kubeconfig(
+    cluster: LocalCluster, namespace: str, account: str, path: Path, *, duration: str = "24h"
+) -> Path:
+    """A kubeconfig at `path` that authenticates as ServiceAccount `namespace/account`.
+
+    Why: the operator runs outside the cluster here (kwok runs no containers), yet it
+    should hold exactly the permissions its chart grants in a cluster, not the admin's.
+    The token comes from the API server's TokenRequest, as a pod's projected token does.
+    """
+    token = cluster.kubectl(
+        "create", "token", account, "-n", namespace, f"--duration={duration}"
+    ).stdout.strip()
+    admin = yaml.safe_load(Path(cluster.kubeconfig).read_text())
+    server = admin["clusters"][0]
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [server],
+        "users": [{"name": account, "user": {"token": token}}],
+        "contexts": [{"name": account, "context": {"cluster": server["name"], "user": account}}],
+        "current-context": account,
+    }
+    path.write_text(yaml.safe_dump(config))
+    path.chmod(0o600)
     return path

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
-from sits_localcluster.helm import helm_binary
+from sits_localcluster.helm import render_chart as render
+from sits_localcluster.helm import service_account_kubeconfig
 
 REPO = Path(__file__).resolve().parents[2]
 CRDS_DIR = REPO / "crds"
@@ -90,12 +91,7 @@ def operator_kubeconfig_path(cluster: Any) -> Path:
 
 def render_chart(*args: str) -> list[dict[str, Any]]:
     """`helm template sits-operator charts/sits-operator -n sits-system ARGS`, parsed."""
-    result = subprocess.run(
-        [str(helm_binary()), "template", RELEASE, str(CHART), "-n", OPERATOR_NAMESPACE, *args],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+    return render(CHART, RELEASE, OPERATOR_NAMESPACE, *args)
 
 
 @pytest.fixture(scope="session")
@@ -114,24 +110,9 @@ def operator_kubeconfig(local_cluster: Any, crds_installed: tuple[str, ...]) -> 
     stream = "\n---\n".join(yaml.safe_dump(d) for d in rbac)
     kubectl("apply", "--server-side", "--field-manager=sits-tests", "-f", "-", input=stream)
     account = next(d["metadata"]["name"] for d in rbac if d["kind"] == "ServiceAccount")
-    token = kubectl(
-        "create", "token", account, "-n", OPERATOR_NAMESPACE, "--duration=4h"
-    ).stdout.strip()
-    admin = yaml.safe_load(Path(local_cluster.kubeconfig).read_text())
-    cluster = admin["clusters"][0]
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [cluster],
-        "users": [{"name": account, "user": {"token": token}}],
-        "contexts": [
-            {"name": "operator", "context": {"cluster": cluster["name"], "user": account}}
-        ],
-        "current-context": "operator",
-    }
-    path = operator_kubeconfig_path(local_cluster)
-    path.write_text(yaml.safe_dump(config))
-    path.chmod(0o600)
+    path = service_account_kubeconfig(
+        local_cluster, OPERATOR_NAMESPACE, account, operator_kubeconfig_path(local_cluster)
+    )
     who = subprocess.run(
         ["kubectl", f"--kubeconfig={path}", "auth", "whoami", "-o",
          "jsonpath={.status.userInfo.username}"],
