@@ -77,13 +77,15 @@ def test_every_variable_the_operator_renders_is_an_option_and_parses() -> None:
     assert settings.lora_max_cpu_loras == int(rendered["SITS_CACHE_LORA_MAX_CPU_LORAS"])
 
 
-def test_the_operator_renders_l1s_own_default_threshold() -> None:
-    """One default, chosen from the L1 benchmark's curve: the CRD, the operator's model and
-    the sidecar's library must not drift apart (they did once: 0.9 against 0.80)."""
-    from sits_inference.cache.semantic import DEFAULT_THRESHOLD
+def test_the_operator_renders_l1s_own_defaults() -> None:
+    """One default threshold, chosen from the L1 benchmark's curve, and one capacity: the
+    CRD, the operator's model and the sidecar's library must not drift apart (they did
+    once: 0.9 against 0.80, and 100,000 against 10,000 entries)."""
+    from sits_inference.cache.semantic import DEFAULT_THRESHOLD, SemanticConfig
     from sits_operator.model.spec import SemanticCache
 
     assert SemanticCache().similarity_threshold == DEFAULT_THRESHOLD
+    assert SemanticCache().max_entries == SemanticConfig().max_entries
     assert float(_rendered_sidecar_env()["SITS_CACHE_SEMANTIC_THRESHOLD"]) == DEFAULT_THRESHOLD
     crd = yaml.safe_load((ROOT / "crds" / "sitsdeployment.yaml").read_text())
     version = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]

@@ -33,7 +33,8 @@ class SemanticConfig:
     enabled: bool = True
     threshold: float = DEFAULT_THRESHOLD
     ttl_seconds: float = 3600.0
-    max_entries: int = 10_000
+    # The CRD's default too (a unit test keeps them equal): about 165 MiB at ~1 KB answers.
+    max_entries: int = 100_000
     max_bytes: int | None = None
     cache_non_deterministic: bool = False
 
