@@ -237,3 +237,24 @@ def test_the_operator_alerts_are_valid_rules_that_fire_when_they_should(tmp_path
     tested = promtool("test", "rules", "test.yaml", cwd=tmp_path)
     assert tested.returncode == 0, tested.stdout + tested.stderr
     assert "SUCCESS" in tested.stdout
+
+
+def leaf_keys(values: dict[str, Any], prefix: str = "") -> set[str]:
+    """Dotted paths of values.yaml down to the documented level (maps of settings, not
+    free-form maps such as annotations or resources)."""
+    keys = set()
+    for key, value in values.items():
+        path = f"{prefix}{key}"
+        nested = isinstance(value, dict) and value and key not in FREE_FORM
+        keys |= leaf_keys(value, f"{path}.") if nested else {path}
+    return keys
+
+
+FREE_FORM = {"annotations", "labels", "resources", "podSecurityContext", "securityContext"}
+
+
+def test_every_value_is_documented_in_the_charts_readme() -> None:
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    readme = (CHART / "README.md").read_text()
+    documented = {key for row in readme.splitlines() for key in row.split("`")[1::2]}
+    assert leaf_keys(values) - documented == set()
