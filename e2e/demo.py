@@ -258,6 +258,22 @@ def install(cluster: LocalCluster) -> Path:
     return service_account_kubeconfig(cluster, OPERATOR_NS, account, path)
 
 
+def forget_previous_run(cluster: LocalCluster) -> None:
+    """Delete what an earlier `make demo` left on a kept cluster, so that this run shows
+    rollouts happening, not their finished state (the operator is running: it releases its
+    finalizers and the garbage collector takes the children)."""
+    kubectl = cluster.kubectl
+    left = kubectl("get", "sitsd", "-A", "-o", "name", check=False).stdout.split()
+    if not left:
+        return
+    say(f"removing {len(left)} SitsDeployments left by an earlier demo run")
+    for namespace in ("default", DEMO_NS):
+        kubectl(
+            "delete", "sitsd", "--all", "-n", namespace, "--wait=true", "--timeout=60s",
+            check=False,
+        )  # fmt: skip
+
+
 def demo() -> None:
     started = time.monotonic()
     say("building (once) and starting the local control plane on 127.0.0.1")
@@ -283,6 +299,7 @@ def demo() -> None:
         ],
         env={**os.environ, "KUBECONFIG": str(operator_kubeconfig)},
     )
+    forget_previous_run(cluster)
     say("applying the examples (vLLM + sidecar pods placed on fake MIG nodes)")
     for manifest in adapter_volume():
         kubectl("apply", "-f", "-", input=json.dumps(manifest))
