@@ -25,7 +25,11 @@ import yaml
 
 from sits_localcluster.build import ensure_binaries
 from sits_localcluster.cluster import LocalCluster
-from sits_localcluster.helm import render_chart, service_account_kubeconfig
+from sits_localcluster.helm import (
+    apply_chart_parts,
+    service_account_kubeconfig,
+    service_account_of,
+)
 from sits_localcluster.nodes import GpuNodeSpec
 
 # A second H200 in the all-1g.18gb MIG layout: room for the demo's two canaries.
@@ -247,15 +251,12 @@ def install(cluster: LocalCluster) -> Path:
         "crd/sitspolicies.sits.dev",
     )
     time.sleep(1)  # let kubectl's discovery see the new kinds
-    kubectl("create", "namespace", OPERATOR_NS, check=False)
-    shown = [arg for part in CHART_PARTS for arg in ("--show-only", f"templates/{part}")]
-    docs = render_chart(CHART, "sits-operator", OPERATOR_NS, *shown)
-    stream = "\n---\n".join(yaml.safe_dump(doc) for doc in docs)
-    kubectl("apply", "--server-side", "--field-manager=sits-demo", "-f", "-", input=stream)
+    docs = apply_chart_parts(
+        cluster, CHART, "sits-operator", OPERATOR_NS, CHART_PARTS, field_manager="sits-demo"
+    )
     kubectl("apply", "-f", "-", input=json.dumps(demo_policy()))
-    account = next(d["metadata"]["name"] for d in docs if d["kind"] == "ServiceAccount")
     path = Path(cluster.state_dir) / "kubeconfig-sits-operator"
-    return service_account_kubeconfig(cluster, OPERATOR_NS, account, path)
+    return service_account_kubeconfig(cluster, OPERATOR_NS, service_account_of(docs), path)
 
 
 def forget_previous_run(cluster: LocalCluster) -> None:

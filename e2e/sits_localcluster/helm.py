@@ -55,6 +55,37 @@ def render_chart(chart: Path, release: str, namespace: str, *args: str) -> list[
     return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
 
 
+def apply_chart_parts(
+    cluster: LocalCluster,
+    chart: Path,
+    release: str,
+    namespace: str,
+    templates: tuple[str, ...],
+    *,
+    field_manager: str,
+) -> list[dict[str, Any]]:
+    """Render only `templates` (names under the chart's templates/) and apply them
+    server-side into `namespace` (created when missing); returns what was applied.
+
+    Why parts: kwok runs no containers, so the demo and the tests run the operator as a
+    process and install only what it needs from its chart (ServiceAccount, RBAC, policy).
+    """
+    cluster.kubectl("create", "namespace", namespace, check=False)
+    shown = [arg for name in templates for arg in ("--show-only", f"templates/{name}")]
+    docs = render_chart(chart, release, namespace, *shown)
+    stream = "\n---\n".join(yaml.safe_dump(doc) for doc in docs)
+    cluster.kubectl(
+        "apply", "--server-side", f"--field-manager={field_manager}", "-f", "-", input=stream
+    )
+    return docs
+
+
+def service_account_of(docs: list[dict[str, Any]]) -> str:
+    """The name of the one ServiceAccount among rendered objects."""
+    (account,) = (d["metadata"]["name"] for d in docs if d["kind"] == "ServiceAccount")
+    return str(account)
+
+
 def service_account_kubeconfig(
     cluster: LocalCluster, namespace: str, account: str, path: Path, *, duration: str = "24h"
 ) -> Path:

@@ -14,10 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
+from sits_localcluster.helm import (
+    apply_chart_parts,
+    service_account_kubeconfig,
+    service_account_of,
+)
 from sits_localcluster.helm import render_chart as render
-from sits_localcluster.helm import service_account_kubeconfig
 
 REPO = Path(__file__).resolve().parents[2]
 CRDS_DIR = REPO / "crds"
@@ -102,14 +105,12 @@ def operator_kubeconfig(local_cluster: Any, crds_installed: tuple[str, ...]) -> 
 
     The RBAC objects come from `helm template` of the chart, the token from the API
     server's TokenRequest (`kubectl create token`), as a pod's projected token would."""
-    kubectl = local_cluster.kubectl
-    kubectl("create", "namespace", OPERATOR_NAMESPACE, check=False)
-    shown = ("templates/serviceaccount.yaml", "templates/rbac.yaml")
-    rbac = render_chart(*(arg for path in shown for arg in ("--show-only", path)))
+    rbac = apply_chart_parts(
+        local_cluster, CHART, RELEASE, OPERATOR_NAMESPACE,
+        ("serviceaccount.yaml", "rbac.yaml"), field_manager="sits-tests",
+    )  # fmt: skip
     assert {d["kind"] for d in rbac} == {"ServiceAccount", "ClusterRole", "ClusterRoleBinding"}
-    stream = "\n---\n".join(yaml.safe_dump(d) for d in rbac)
-    kubectl("apply", "--server-side", "--field-manager=sits-tests", "-f", "-", input=stream)
-    account = next(d["metadata"]["name"] for d in rbac if d["kind"] == "ServiceAccount")
+    account = service_account_of(rbac)
     path = service_account_kubeconfig(
         local_cluster, OPERATOR_NAMESPACE, account, operator_kubeconfig_path(local_cluster)
     )

@@ -83,10 +83,8 @@ class Sidecar:
         self._monitor: UpstreamMonitor | None = None
         self._relay: Relay | None = None
         self._background: set[asyncio.Task[Any]] = set()
-        wait = settings.coalesce_wait_s
-        self._coalescer = MissCoalescer(wait) if wait > 0 else None
-        coalescer = self._coalescer
-        self.metrics.leading.set_function(lambda: len(coalescer) if coalescer else 0)
+        self._coalescer = MissCoalescer(settings.coalesce_wait_s)
+        self.metrics.leading.set_function(lambda: len(self._coalescer))
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -255,9 +253,9 @@ class Sidecar:
             self.metrics.upstream_errors.labels("unavailable").inc()
             return error_reply(unavailable(self.monitor.detail), headers), "error"
         admission = decision.admission
-        key = (admission.partition, admission.exact) if admission is not None else None
-        if key is not None and admission is not None and not call.stream:
-            followed = await self._follow(request, call, admission, key)
+        key = None if admission is None else (admission.partition, admission.exact)
+        if admission is not None and not call.stream:
+            followed = await self._follow(request, call, admission)
             if followed is not None:
                 return followed, "hit"
         storing = admission is not None
@@ -268,20 +266,18 @@ class Sidecar:
             body=call.upstream_body(model=served_model, add_usage=add_usage),
             kind=call.kind, client_model=call.model, served_model=served_model,
             strip_usage=add_usage, cache_headers=headers,
-            store=self._storer(decision.admission) if decision.admission is not None else None,
+            store=self._storer(admission) if admission is not None else None,
         )  # fmt: skip
-        if key is None or self._coalescer is None or self._coalescer.leading(key):
+        async with self._coalescer.lead(key):
             response = await self.relay.inference(request, fwd)
-        else:
-            async with self._coalescer.lead(key):
-                response = await self.relay.inference(request, fwd)
         return response, decision.outcome if response.status < 500 else "error"
 
     async def _follow(
-        self, request: web.Request, call: InferenceCall, admission: Admission, key: tuple[str, str]
+        self, request: web.Request, call: InferenceCall, admission: Admission
     ) -> web.StreamResponse | None:
         """Wait for an identical request already at vLLM, then serve its stored answer."""
-        if self._coalescer is None or not self._coalescer.leading(key):
+        key = (admission.partition, admission.exact)
+        if not self._coalescer.leading(key):
             return None
         if not await self._coalescer.follow(key):
             self.metrics.coalesced.labels("timeout").inc()

@@ -30,21 +30,28 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
+Key = tuple[str, str]  # (L1 partition, normalised question)
+
 
 class MissCoalescer:
-    """In-flight misses by key; one event loop only (the sidecar's)."""
+    """In-flight misses by key; one event loop only (the sidecar's). `max_wait_s` 0 turns
+    coalescing off: nobody leads, so nobody follows."""
 
     def __init__(self, max_wait_s: float) -> None:
         self.max_wait_s = max_wait_s
-        self._inflight: dict[tuple[str, str], asyncio.Event] = {}
+        self._inflight: dict[Key, asyncio.Event] = {}
 
     def __len__(self) -> int:
         return len(self._inflight)
 
     @contextlib.asynccontextmanager
-    async def lead(self, key: tuple[str, str]) -> AsyncIterator[None]:
+    async def lead(self, key: Key | None) -> AsyncIterator[None]:
         """Hold the key while the leader's request runs (store included); wake the
-        followers whatever happens to it."""
+        followers whatever happens to it. Nothing to hold for an uncacheable request
+        (None), a key another request already leads, or when coalescing is off."""
+        if key is None or self.max_wait_s <= 0 or key in self._inflight:
+            yield
+            return
         done = asyncio.Event()
         self._inflight[key] = done
         try:
@@ -54,10 +61,10 @@ class MissCoalescer:
                 del self._inflight[key]
             done.set()
 
-    def leading(self, key: tuple[str, str]) -> bool:
+    def leading(self, key: Key) -> bool:
         return key in self._inflight
 
-    async def follow(self, key: tuple[str, str]) -> bool:
+    async def follow(self, key: Key) -> bool:
         """Wait for the key's leader to finish; False when `max_wait_s` ran out first."""
         done = self._inflight.get(key)
         if done is None:

@@ -175,7 +175,9 @@ class SemanticCache:
         with self._lock:
             self._expire()
             self._replace_exact(admission)
-            self._insert(admission, (stored, compressed, len(payload)), size, vector)
+            # The GPU's cost to regenerate grows with the answer, not with its zlib size.
+            cost = float(PREFILL_COST + len(payload))
+            self._insert(admission, stored, compressed, cost, size, vector)
             self._enforce_capacity()
             self._update_gauges()
 
@@ -321,11 +323,12 @@ class SemanticCache:
     def _insert(
         self,
         admission: Admission,
-        payload: tuple[bytes, bool, int],
+        stored: bytes,
+        compressed: bool,
+        cost: float,
         size: int,
         vector: Vectors | None,
     ) -> None:
-        stored, compressed, length = payload
         partition = self._partition_number(admission.partition)
         self._sequence += 1
         entry = Entry(
@@ -339,8 +342,7 @@ class SemanticCache:
             adapter_digest=admission.adapter_digest,
             created=self._clock(),
             nbytes=size,
-            # The GPU's cost to regenerate grows with the answer, not with its zlib size.
-            cost=float(PREFILL_COST + length),
+            cost=cost,
         )
         self._store.add(entry, exact_hash(partition, admission.exact))
         self._partition_sizes[partition] = self._partition_sizes.get(partition, 0) + 1
