@@ -2,8 +2,9 @@
 
 The fake exists only for what a real vLLM cannot do on demand: streams cut off in the
 middle, an error event inside a 200 stream, a 500, a generation slow enough to watch a
-client disconnect reach it. Each fault test carries its positive control: the same request
-without the fault is stored and then hit, so "not stored" is a result, not a given.
+client disconnect reach it, a generation held open until the test lets it finish. Each
+fault test carries its positive control: the same request without the fault is stored
+and then hit, so "not stored" is a result, not a given.
 Everything else is tested against real vLLM in tests/integration/test_cache_sidecar_vllm.py.
 """
 
@@ -41,6 +42,8 @@ class FakeVllm:
     requests: int = 0
     cancelled: int = 0
     bodies: list[dict[str, Any]] = field(default_factory=list)
+    # Requests with the fault "hold" answer only once this is set.
+    release: asyncio.Event = field(default_factory=asyncio.Event)
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -68,6 +71,8 @@ class FakeVllm:
         fault = request.headers.get(FAULT, "")
         if fault == "http-500":
             return web.json_response({"error": {"message": "engine died"}}, status=500)
+        if fault == "hold":
+            await self.release.wait()
         if not body.get("stream"):
             return web.json_response(_whole(body["model"]))
         return await self._stream(request, body, fault)
@@ -401,3 +406,55 @@ async def test_vllm_down_then_back_keeps_the_cache_and_fails_fast_meanwhile(rig:
     series = await rig.metrics()
     assert metric_value(series, "sits_cache_upstream_recoveries_total") == 1
     assert metric_value(series, "sits_cache_invalidated_entries_total", reason="model_changed") == 0
+
+
+async def _until(what: str, check: Any) -> None:
+    """Poll `check` for at most 10 s."""
+    deadline = asyncio.get_running_loop().time() + 10.0
+    while not await check():
+        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.01)
+
+
+async def test_a_streamed_copy_of_a_request_at_vllm_does_not_wait_for_it(rig: Rig) -> None:
+    """While an identical non-streamed request is held at vLLM, a streamed one is answered
+    by vLLM at once (its client wants the first token now), not after the first's answer."""
+    question = "Count slowly from one to a hundred."
+    leader = asyncio.create_task(rig.chat(question, headers={FAULT: "hold"}))
+
+    async def at_vllm() -> bool:
+        return rig.fake.requests == 1
+
+    await _until("the first request at vLLM", at_vllm)
+    status, headers, body = await asyncio.wait_for(rig.chat(question, stream=True), 10)
+    assert (status, headers["x-sits-cache"]) == (200, "miss")
+    assert body.endswith(b"data: [DONE]\n\n")
+    assert not leader.done(), "the first request is still held at vLLM"
+    rig.fake.release.set()
+    status, headers, _ = await leader
+    assert (status, headers["x-sits-cache"]) == (200, "miss")
+    assert rig.fake.requests == 2
+
+
+async def test_non_streamed_copies_wait_for_the_request_at_vllm(rig: Rig) -> None:
+    """The control of the test above: non-streamed copies do wait, and get its answer."""
+    question = "Count slowly from one to a hundred."
+    leader = asyncio.create_task(rig.chat(question, headers={FAULT: "hold"}))
+
+    async def at_vllm() -> bool:
+        return rig.fake.requests == 1
+
+    await _until("the first request at vLLM", at_vllm)
+    copies = [asyncio.create_task(rig.chat(question)) for _ in range(3)]
+    await asyncio.sleep(0.5)  # time to reach vLLM, were they not waiting
+    assert rig.fake.requests == 1
+    assert not any(copy.done() for copy in copies)
+    rig.fake.release.set()
+    first = await leader
+    answers = await asyncio.gather(*copies)
+    assert first[1]["x-sits-cache"] == "miss"
+    for status, headers, body in answers:
+        assert (status, headers["x-sits-cache"]) == (200, "hit")
+        assert headers["x-sits-cache-coalesced"] == "true"
+        assert json.loads(body)["choices"][0]["message"]["content"] == "The answer is forty-two."
+    assert rig.fake.requests == 1
