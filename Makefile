@@ -16,7 +16,7 @@ test: setup lint
 
 lint:
 	$(VENV)/ruff check operator inference_image e2e tests benchmarks
-	$(VENV)/mypy operator/sits_operator e2e inference_image/sits_inference benchmarks tests
+	$(VENV)/mypy operator/sits_operator e2e inference_image/sits_inference inference_image/sits_inference_testing benchmarks tests
 	$(VENV)/lint-imports
 
 unit: setup

@@ -38,7 +38,7 @@ from typing import Any
 import aiohttp
 
 from benchmarks.results import write_section
-from sits_inference.cache.testing import SidecarProcess
+from sits_inference_testing.sidecar import SidecarProcess
 from sits_vllm import VllmServer, ensure_tiny_model
 from sits_vllm.server import free_port
 

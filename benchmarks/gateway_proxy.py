@@ -1,6 +1,6 @@
 """Benchmark (issue 4): sits-gateway beside Debian's nginx and a direct baseline, on loopback.
 
-Two stub upstreams (``sits_inference.gateway.stub``, variants v1 and v2) serve small chat
+Two stub upstreams (``sits_inference_testing.stub``, variants v1 and v2) serve small chat
 completions. Three paths are measured side by side in one run: direct (one stub), the
 gateway (static routes file, weights 90/10) and nginx (``worker_processes 1``, the same
 two stubs at weight=90 / weight=10, keep-alive to them, no access log).
@@ -235,7 +235,7 @@ def start_all(procs: Processes, tmp: Path, proxy: list[int], load: list[int]) ->
     ports = {name: free_port(HOST) for name, _ in WEIGHTS}
     pids: dict[str, int] = {}
     for name, _ in WEIGHTS:
-        argv = [sys.executable, "-m", "sits_inference.gateway.stub", "--host", HOST,
+        argv = [sys.executable, "-m", "sits_inference_testing.stub", "--host", HOST,
                 "--port", str(ports[name]), "--name", name]  # fmt: skip
         proc = procs.start(f"stub-{name}", argv, load)
         wait_ready(procs, f"stub-{name}", proc, f"http://{HOST}:{ports[name]}/health")
@@ -418,7 +418,7 @@ def report(rows: list[Row], facts: dict[str, Any], args: argparse.Namespace) -> 
         f" generators to CPU {f['load_cpus']}, all at nice {NICE}. Versions: {f['nginx']}"
         f" (Debian), {f['wrk']}, Python {f['python']}, aiohttp {f['aiohttp']}, uvloop"
         f" {f['uvloop']}.", "",
-        "Method: two stub upstreams (v1, v2: `sits_inference.gateway.stub`, small chat"
+        "Method: two stub upstreams (v1, v2: `sits_inference_testing.stub`, small chat"
         " completions). Direct = one stub; sits-gateway = static routes file, weights 90/10;"
         " nginx = `worker_processes 1`, the stubs at weight=90 / weight=10, upstream"
         f" keep-alive, access log off. Throughput: `wrk -t1 -c{args.connections}` POSTing a"

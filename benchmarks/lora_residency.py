@@ -5,7 +5,7 @@ fixtures), 4 resident slots, the same request sequence (fixed seed) for both sid
 in order by 1 and by 4 concurrent clients, each run on a fresh real vLLM (CPU, tiny
 model) with ``--max-loras 4 --max-cpu-loras 4``:
 
-- ``sits residency``: the sidecar's ``AdapterResidency`` (M=4) loads and unloads through
+- ``sits residency``: the sidecar's ``LoraResidency`` (M=4) loads and unloads through
   vLLM's runtime API; each request holds a lease while it streams.
 - ``vLLM resolver``: ``VLLM_PLUGINS=lora_filesystem_resolver`` and
   ``VLLM_LORA_RESOLVER_CACHE_DIR`` (the 32 adapters); vLLM registers an adapter on its
@@ -44,7 +44,7 @@ from pathlib import Path
 import aiohttp
 
 from benchmarks.results import write_section
-from sits_inference.cache.lora import AdapterResidency, AdapterSpec, ResidencyConfig
+from sits_inference.cache.lora import AdapterSpec, LoraConfig, LoraResidency
 from sits_inference.cache.lora.policy import Candidate, DecayedFrequency
 from sits_inference.cache.metrics import CacheMetrics
 from sits_vllm import VllmServer, ensure_tiny_model, make_lora_adapter
@@ -169,7 +169,7 @@ async def plain(name: str) -> AsyncIterator[str]:
 
 
 @contextlib.asynccontextmanager
-async def _served(residency: AdapterResidency, name: str) -> AsyncIterator[str]:
+async def _served(residency: LoraResidency, name: str) -> AsyncIterator[str]:
     async with residency.acquire(name) as lease:
         yield lease.served_name
 
@@ -181,8 +181,8 @@ async def run_residency(
     try:
         specs = tuple(AdapterSpec(name, str(path)) for name, path in adapters.items())
         metrics = CacheMetrics()
-        residency = AdapterResidency(
-            ResidencyConfig(SLOTS, specs, reconcile_interval_s=0),
+        residency = LoraResidency(
+            LoraConfig(SLOTS, specs, reconcile_interval_s=0),
             upstream=server.url,
             metrics=metrics,
         )

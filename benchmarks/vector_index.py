@@ -40,20 +40,20 @@ import numpy.typing as npt
 
 from benchmarks.results import write_section
 from sits_inference.cache.metrics import CacheMetrics
-from sits_inference.cache.retrieval import (
+from sits_inference.cache.vector import (
     BuildOptions,
     Document,
-    RetrievalConfig,
+    VectorConfig,
     build_index,
     read_manifest,
 )
-from sits_inference.cache.retrieval.base import one_faiss_thread
-from sits_inference.cache.retrieval.loaded import LoadedIndex
-from sits_inference.cache.retrieval.manifest import INDEX_FILE, Manifest
-from sits_inference.cache.retrieval.pages import MappedFile, evict
-from sits_inference.cache.retrieval.synthetic import TopicModel, exact_neighbours
-from sits_inference.cache.retrieval.telemetry import VectorMetrics
-from sits_inference.cache.retrieval.window import AccessWindow
+from sits_inference.cache.vector.base import exact_neighbours, one_faiss_thread
+from sits_inference.cache.vector.loaded import LoadedIndex
+from sits_inference.cache.vector.manifest import INDEX_FILE, Manifest
+from sits_inference.cache.vector.pages import MappedFile, evict
+from sits_inference.cache.vector.telemetry import VectorMetrics
+from sits_inference.cache.vector.window import AccessWindow
+from sits_inference_testing.vectors import TopicModel
 
 CACHE = Path.home() / ".cache" / "sits" / "bench"
 FORMAT = 1  # bump when the corpus or build recipe changes
@@ -177,8 +177,8 @@ def measured_queries(params: Params, count: int, seed: int) -> npt.NDArray[np.fl
 def open_index(
     directory: Path, stats: Path | None, min_hits: int
 ) -> tuple[LoadedIndex, CacheMetrics]:
-    """What RetrievalService.start() does in its worker thread: open, then warm up."""
-    config = RetrievalConfig(directory, hot_min_hits=min_hits, stats_path=stats)
+    """What VectorService.start() does in its worker thread: open, then warm up."""
+    config = VectorConfig(directory, hot_min_hits=min_hits, stats_path=stats)
     metrics = CacheMetrics()
     loaded = LoadedIndex(directory, config.options(), VectorMetrics(metrics))
     loaded.warm_up(stats)

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # One-time (and idempotent) set-up of everything the demo and the tests need:
 #   - Debian packages: kubectl, prometheus, prometheus-alertmanager, only when missing
-#     (Debian's prometheus package does not start a service; tests run their own);
+#     (Debian's prometheus package does not start a service; tests run their own), and the
+#     real node's runtime: containerd, runc, the CNI plugins, iptables, conntrack, plus
+#     mmdebstrap and a static C toolchain to build its images (none of them is started here);
 #   - the Python venv in .venv with the project and its dev tools, re-installed only when
 #     pyproject.toml changes;
 #   - the local control plane binaries, built from the Go module proxy into
@@ -19,13 +21,24 @@ command -v kubectl >/dev/null || missing+=(kubectl)
 # Real Prometheus and Alertmanager for the analysis tests and the demo (not started here).
 command -v prometheus >/dev/null || missing+=(prometheus)
 command -v prometheus-alertmanager >/dev/null || missing+=(prometheus-alertmanager)
+# The real node (sits-node-0): Debian's containerd 1.6 (CRI) and runc, the CNI bridge and
+# host-local plugins, iptables for kube-proxy; mmdebstrap and gcc + libc6-dev (static libc)
+# build the node's images without Docker.
+command -v containerd >/dev/null || missing+=(containerd)
+command -v runc >/dev/null || missing+=(runc)
+[[ -x /usr/lib/cni/bridge ]] || missing+=(containernetworking-plugins)
+command -v iptables >/dev/null || missing+=(iptables)
+command -v conntrack >/dev/null || missing+=(conntrack)
+command -v mmdebstrap >/dev/null || missing+=(mmdebstrap)
+command -v gcc >/dev/null || missing+=(gcc)
+[[ -f /usr/lib/x86_64-linux-gnu/libc.a ]] || missing+=(libc6-dev)
 if ((${#missing[@]})); then
   echo "installing: ${missing[*]}"
   sudo_cmd=""; [[ $(id -u) -ne 0 ]] && sudo_cmd="sudo"
   $sudo_cmd apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
 else
-  echo "kubectl, prometheus and prometheus-alertmanager present"
+  echo "kubectl, prometheus, alertmanager and the real node's runtime present"
 fi
 command -v go >/dev/null || { echo "Go is required to build the control plane" >&2; exit 1; }
 
@@ -55,3 +68,9 @@ scripts/setup-helm.sh >/dev/null
 
 step "real vLLM on the CPU for the data-plane tests (separate venv in ~/.cache/sits)"
 scripts/setup-vllm.sh
+
+step "images of the real node sits-node-0 (OCI tarballs, no Docker; cached in ~/.cache/sits/images)"
+# pause, CoreDNS, vllm-cpu, sits-inference, sits-operator: the first build downloads torch
+# into a Debian root file system (several GB, ~10 minutes on 2 cores); later runs find
+# every image by the digest of its inputs and build nothing.
+.venv/bin/python -m sits_localcluster.images build

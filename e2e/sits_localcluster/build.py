@@ -17,7 +17,8 @@ from pathlib import Path
 
 Progress = Callable[[str], object]
 
-BINARIES = ("etcd", "kwok", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
+CONTROL_PLANE = ("etcd", "kwok", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
+NODE = ("kubelet", "kube-proxy")
 CLUSTER_DIR = Path(__file__).resolve().parent.parent / "cluster"
 BUILD_SCRIPT = CLUSTER_DIR / "build-control-plane.sh"
 VERSIONS_FILE = CLUSTER_DIR / "versions.env"
@@ -49,8 +50,14 @@ def default_bin_dir(versions: dict[str, str] | None = None) -> Path:
     return cache_root() / key / "bin"
 
 
+def required_binaries(versions: dict[str, str] | None = None) -> tuple[str, ...]:
+    """The control plane's and the real node's binaries (CoreDNS named by its version)."""
+    v = versions or read_versions()
+    return (*CONTROL_PLANE, *NODE, f"coredns-{v['COREDNS_VERSION']}")
+
+
 def missing_binaries(bin_dir: Path) -> list[str]:
-    return [name for name in BINARIES if not os.access(bin_dir / name, os.X_OK)]
+    return [name for name in required_binaries() if not os.access(bin_dir / name, os.X_OK)]
 
 
 def ensure_binaries(progress: Progress = print) -> Path:

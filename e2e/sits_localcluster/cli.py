@@ -56,7 +56,13 @@ def build_parser() -> argparse.ArgumentParser:
         "(state: $SITS_CLUSTER_DIR or ~/.local/state/sits/cluster).",
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("up", help="start (or reuse) the cluster; prints `export KUBECONFIG=...`")
+    up = sub.add_parser("up", help="start (or reuse) the cluster; prints `export KUBECONFIG=...`")
+    up.add_argument(
+        "--no-node",
+        action="store_true",
+        help="control plane and kwok GPU nodes only, without the real node sits-node-0 "
+        "(fast; same as SITS_REAL_NODE=0)",
+    )
     down = sub.add_parser("down", help="stop every component")
     down.add_argument("--purge", action="store_true", help="also delete PKI, etcd data, logs")
     sub.add_parser("status", help="pid/liveness/endpoint per component; exit 1 if not running")
@@ -66,7 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    cluster = LocalCluster(progress=_progress)
+    no_node = getattr(args, "no_node", False)
+    cluster = LocalCluster(progress=_progress, node=False if no_node else None)
     try:
         if args.command == "up":
             return cmd_up(cluster)

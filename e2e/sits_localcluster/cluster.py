@@ -22,11 +22,12 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from . import bootstrap, health, procs
+from . import bootstrap, health, nodeclean, nodenet, procs, realnode
 from .api import ApiClient
 from .build import Progress, ensure_binaries
 from .components import HOST, Component, Layout, Ports, all_components
-from .pki import PkiPaths, ensure_pki, write_admin_kubeconfig
+from .node import NODE_NAME, NodeLayout, node_components, write_configs
+from .pki import PkiPaths, ensure_pki, write_admin_kubeconfig, write_client_kubeconfig
 
 KUBECTL = "/usr/bin/kubectl"
 ETCD_TIMEOUT = 30.0
@@ -60,6 +61,11 @@ class ComponentStatus:
     log: Path
 
 
+def node_wanted_by_default() -> bool:
+    """The real node starts unless ``SITS_REAL_NODE=0`` (kwok-only fast runs)."""
+    return os.environ.get("SITS_REAL_NODE", "1") != "0"
+
+
 def default_state_dir() -> Path:
     env = os.environ.get("SITS_CLUSTER_DIR")
     if env:
@@ -77,11 +83,13 @@ class LocalCluster:
         bin_dir: Path | None = None,
         ports: Ports | None = None,
         progress: Progress = print,
+        node: bool | None = None,
     ) -> None:
         self.state_dir = (state_dir or default_state_dir()).expanduser().resolve()
         self.ports = ports or Ports.from_env()
         self.progress = progress
         self._bin_dir = bin_dir
+        self.node = node_wanted_by_default() if node is None else node
 
     # ----- paths and addresses -------------------------------------------------------
 
@@ -113,9 +121,23 @@ class LocalCluster:
             kwok_config=self.state_dir / "kwok.yaml",
         )
 
-    def _components(self) -> list[Component]:
-        """Component definitions; the bin dir only matters for starting, so any will do."""
+    def node_layout(self, bin_dir: Path | None = None) -> NodeLayout:
+        """Files of the real node; the bin dir only matters for starting."""
+        return NodeLayout(
+            root=self.state_dir / "node",
+            bin_dir=bin_dir or self._bin_dir or Path("/nonexistent"),
+            ca_cert=self.pki.ca_cert,
+        )
+
+    def _control_plane(self) -> list[Component]:
         return all_components(self._layout(self._bin_dir or Path("/nonexistent")))
+
+    def _node_components(self) -> list[Component]:
+        return node_components(self.node_layout())
+
+    def _components(self) -> list[Component]:
+        """Component definitions, the node's included when it is wanted."""
+        return self._control_plane() + (self._node_components() if self.node else [])
 
     # ----- process records -----------------------------------------------------------
 
@@ -130,6 +152,15 @@ class LocalCluster:
     def _alive(self, name: str) -> bool:
         record = self._read_record(name)
         return record is not None and procs.is_running(*record)
+
+    def _still_alive(self, name: str) -> bool:
+        """Alive, or alive again a moment later: one odd read of /proc under heavy load
+        must not fail a start that is going fine (seen once on a 2-core machine at load 12).
+        """
+        if self._alive(name):
+            return True
+        time.sleep(0.3)
+        return self._alive(name)
 
     def pids(self) -> dict[str, int | None]:
         """Pid of each component as recorded (alive or not); handy for reuse checks."""
@@ -204,9 +235,12 @@ class LocalCluster:
             return started
 
     def _up_locked(self) -> bool:
-        if self.is_running():
+        control_plane = [c.name for c in self._control_plane()]
+        if all(self._alive(n) for n in control_plane) and self.readyz()[0]:
             start = time.monotonic()
             bootstrap.ensure_gpu_nodes(self.api())
+            if self.node:
+                self._ensure_node()
             self.progress(
                 f"reusing running cluster at {self.server} "
                 f"(checked in {time.monotonic() - start:.1f} s)"
@@ -217,6 +251,79 @@ class LocalCluster:
             self._stop_all()
         self._start_all()
         return True
+
+    def _node_running(self) -> bool:
+        return all(self._alive(c.name) for c in self._node_components())
+
+    def _ensure_node(self) -> None:
+        """Start the real node on a running control plane, or check a running one."""
+        if self._node_running():
+            realnode.wait_node_ready(self.api(), self.progress)
+            realnode.install_addons(self.api(), self.kubectl, self.progress)
+            return
+        if any(self._alive(c.name) for c in self._node_components()):
+            self.progress("the real node is half-running: stopping it before a clean start")
+        self._check_node_owner()
+        self._stop_node()  # whatever a crashed earlier run left (no-op on a clean host)
+        self._bin_dir = self._bin_dir or ensure_binaries(self.progress)
+        self._start_node()
+
+    def _check_node_owner(self) -> None:
+        """One real node per machine: its bridge, address block and cgroups are global."""
+        owner = realnode.node_owner()
+        if owner is not None and owner != self.state_dir:
+            other = LocalCluster(owner, node=True, progress=self.progress)
+            if other._alive("containerd") or other._alive("kubelet"):
+                raise ClusterError(
+                    f"the real node of the cluster in {owner} is running; stop it first "
+                    f"(SITS_CLUSTER_DIR={owner} sits-cluster down) or start this one with "
+                    "--no-node"
+                )
+
+    def _start_node(self) -> None:
+        """Host network, containerd, images, kubelet, kube-proxy, CoreDNS; undone on failure."""
+        started = time.monotonic()
+        lay = self.node_layout()
+        try:
+            realnode.claim_node(self.state_dir)
+            realnode.setup_network(lay)
+            write_configs(lay)
+            write_client_kubeconfig(
+                self.pki,
+                self.server,
+                lay.kubelet_kubeconfig,
+                f"system:node:{NODE_NAME}",
+                ("system:nodes",),
+            )
+            write_client_kubeconfig(
+                self.pki, self.server, lay.proxy_kubeconfig, "system:kube-proxy"
+            )
+            comps = {c.name: c for c in node_components(lay)}
+            self._start_and_wait([comps["containerd"]], COMPONENT_TIMEOUT)
+            realnode.ensure_node_images(lay, realnode.SYSTEM_IMAGES, self.progress)
+            self._start_and_wait([comps["kubelet"]], COMPONENT_TIMEOUT)
+            realnode.wait_node_ready(self.api(), self.progress)
+            self._start_and_wait([comps["kube-proxy"]], COMPONENT_TIMEOUT)
+            realnode.install_addons(self.api(), self.kubectl, self.progress)
+        except ClusterError:
+            self._stop_node_after_failure()
+            raise
+        except Exception as err:
+            self._stop_node_after_failure()
+            logs = ", ".join(str(self.log_file(c)) for c in ("containerd", "kubelet", "kube-proxy"))
+            raise ClusterError(f"the real node did not start: {err}\nsee {logs}") from err
+        self.progress(f"real node {NODE_NAME} ready in {time.monotonic() - started:.1f} s")
+
+    def _stop_node_after_failure(self) -> None:
+        """Undo a failed start, unless ``SITS_KEEP_FAILED_NODE=1`` asks to keep it for a look."""
+        if os.environ.get("SITS_KEEP_FAILED_NODE") == "1":
+            self.progress("SITS_KEEP_FAILED_NODE=1: leaving the failed node as it is")
+            return
+        self._stop_node()
+
+    def ensure_images(self, names: tuple[str, ...]) -> None:
+        """Build (cached) and import images into the real node's containerd."""
+        realnode.ensure_node_images(self.node_layout(), names, self.progress)
 
     def _users_dir(self) -> Path:
         return self.state_dir / "run" / "users"
@@ -262,8 +369,8 @@ class LocalCluster:
             shutil.rmtree(self.state_dir)
             self.progress(f"removed {self.state_dir}")
 
-    def _stop_all(self) -> None:
-        for comp in reversed(self._components()):
+    def _stop_components(self, comps: list[Component]) -> None:
+        for comp in reversed(comps):
             record = self._read_record(comp.name)
             if record is None:
                 continue
@@ -273,6 +380,38 @@ class LocalCluster:
                 how = "killed" if killed else "stopped"
                 self.progress(f"{how} {comp.name} (pid {pid})")
             self._record_file(comp.name).unlink(missing_ok=True)
+
+    def _stop_node(self) -> None:
+        """Stop the node's processes, then remove what containers left on the host.
+
+        Runs whether or not the node is wanted now: a node started earlier must not
+        outlive ``down``.
+        """
+        lay = self.node_layout()
+        if not lay.root.exists():
+            return
+        if self._alive("containerd"):
+            self._stop_components([c for c in self._node_components() if c.name != "containerd"])
+            realnode.stop_containers(lay)
+        self._stop_components(self._node_components())
+        realnode.clean_host(lay, self.progress)
+        realnode.release_node(self.state_dir)
+
+    def _stop_all(self) -> None:
+        self._stop_node()
+        self._stop_components(self._control_plane())
+        nodenet.remove_apiserver_guard()
+
+    def leftovers(self) -> list[str]:
+        """What of the cluster is still on the host after ``down`` (tests check it is [])."""
+        alive = [f"process {s.name} (pid {s.pid})" for s in self.status() if s.alive]
+        return alive + self.node_leftovers()
+
+    def node_leftovers(self) -> list[str]:
+        """What of the real node is still on the host (after stopping the node alone)."""
+        lay = self.node_layout()
+        alive = [f"process {c.name}" for c in node_components(lay) if self._alive(c.name)]
+        return alive + nodeclean.leftovers(lay.root, lay.containerd_socket)
 
     def _start_all(self) -> None:
         """Cold start; on any failure everything is stopped again and the log is named."""
@@ -284,11 +423,14 @@ class LocalCluster:
         self._check_ports_free(list(comps.values()))
         self._prepare_files(layout)
         try:
+            nodenet.ensure_apiserver_guard(self.ports.apiserver)
             self._start_and_wait([comps["etcd"]], ETCD_TIMEOUT)
             self._start_and_wait([comps["kube-apiserver"]], APISERVER_TIMEOUT)
             rest = ("kube-controller-manager", "kube-scheduler", "kwok")
             self._start_and_wait([comps[n] for n in rest], COMPONENT_TIMEOUT)
             self._bootstrap()
+            if self.node:
+                self._ensure_node()
         except Exception:
             self._stop_all()
             raise
@@ -334,11 +476,14 @@ class LocalCluster:
             ok, detail = health.wait_until(
                 functools.partial(health.probe, comp.health_url, tls),
                 timeout,
-                alive=functools.partial(self._alive, comp.name),
+                alive=functools.partial(self._still_alive, comp.name),
             )
             if not ok:
+                record = self._read_record(comp.name)
                 what = (
-                    "exited during start-up"
+                    f"exited during start-up (record {record}, "
+                    f"state {procs._proc_state(record[0]) if record else None}, "
+                    f"argv0 {procs.cmdline(record[0])[:1] if record else None})"
                     if not self._alive(comp.name)
                     else f"not healthy at {comp.health_url} after {timeout:.0f} s"
                 )

@@ -12,12 +12,17 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import network
 from .nodes import KWOK_NODE_SELECTOR
 from .pki import PkiPaths
 
 HOST = "127.0.0.1"
-SERVICE_CIDR = "10.96.0.0/16"
-POD_CIDR = "10.244.0.0/16"
+#: The apiserver listens on every address so that pods on the real node reach it through
+#: the ``kubernetes`` Service (at the node IP); an iptables guard (``nodenet``) admits its
+#: port from loopback and the node's bridge only. Every other listener is on loopback.
+APISERVER_BIND = "0.0.0.0"
+SERVICE_CIDR = network.SERVICE_CIDR
+POD_CIDR = network.KWOK_POD_CIDR
 SA_ISSUER = "https://kubernetes.default.svc.cluster.local"
 
 
@@ -106,8 +111,9 @@ def kube_apiserver(lay: Layout) -> Component:
     p, k = lay.ports, lay.pki
     args = (
         f"--etcd-servers=http://{HOST}:{p.etcd_client}",
-        f"--bind-address={HOST}",
-        f"--advertise-address={HOST}",
+        f"--bind-address={APISERVER_BIND}",
+        # Published as the `kubernetes` Service's endpoint: the node IP, where pods reach it.
+        f"--advertise-address={network.NODE_IP}",
         f"--secure-port={p.apiserver}",
         f"--cert-dir={lay.state_dir / 'apiserver-certs'}",
         f"--tls-cert-file={k.serving_cert}",
@@ -119,9 +125,13 @@ def kube_apiserver(lay: Layout) -> Component:
         f"--service-account-signing-key-file={k.sa_key}",
         f"--service-cluster-ip-range={SERVICE_CIDR}",
         "--allow-privileged=true",
-        # Endpoints may not hold loopback IPs, so the default reconciler would fail (and log
-        # an error) every 10 s trying to publish 127.0.0.1 as the `kubernetes` service.
-        "--endpoint-reconciler-type=none",
+        # The real node's kubelet may only touch its own Node and its pods' objects.
+        "--enable-admission-plugins=NodeRestriction",
+        # Logs, exec and port-forward: the apiserver calls the kubelet as the admin.
+        f"--kubelet-client-certificate={k.admin_cert}",
+        f"--kubelet-client-key={k.admin_key}",
+        # The node's name is not in any DNS: call kubelets by their InternalIP.
+        "--kubelet-preferred-address-types=InternalIP,Hostname",
         # The operator's webhooks/aggregated APIs call out through the front proxy identity.
         f"--proxy-client-cert-file={k.admin_cert}",
         f"--proxy-client-key-file={k.admin_key}",

@@ -111,3 +111,57 @@ def service_account_kubeconfig(
     path.write_text(yaml.safe_dump(config))
     path.chmod(0o600)
     return path
+
+
+CHART = Path(__file__).resolve().parents[2] / "charts" / "sits-operator"
+#: The local images the project builds (``sits_localcluster.images``) for the real node.
+LOCAL_OPERATOR_IMAGE = "sits.local/sits-operator"
+LOCAL_INFERENCE_IMAGE = "sits.local/sits-inference"
+
+
+def local_install_values(version: str, watch: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Chart values for the operator on the local cluster's real node.
+
+    The images are imported into the node's containerd (never pulled), and the pod selects
+    and tolerates the real node: the kwok nodes would only pretend to run it.
+    """
+    from sits_localcluster.node import REAL_NODE_LABEL, REAL_NODE_TOLERATION
+
+    return {
+        "image": {"repository": LOCAL_OPERATOR_IMAGE, "tag": version, "pullPolicy": "Never"},
+        "inferenceImage": f"{LOCAL_INFERENCE_IMAGE}:{version}",
+        "operator": {"watchNamespaces": list(watch)},
+        "nodeSelector": dict(REAL_NODE_LABEL),
+        "tolerations": [dict(REAL_NODE_TOLERATION)],
+    }
+
+
+def helm_install(
+    cluster: LocalCluster,
+    release: str,
+    namespace: str,
+    values: dict[str, Any],
+    *,
+    chart: Path = CHART,
+    timeout: str = "180s",
+) -> subprocess.CompletedProcess[str]:
+    """`helm upgrade --install --wait` with `values` (as a file), as a user installs it."""
+    values_file = cluster.state_dir / f"values-{namespace}-{release}.yaml"
+    values_file.write_text(yaml.safe_dump(values))
+    argv = [
+        str(helm_binary()), "upgrade", "--install", release, str(chart),
+        "-n", namespace, "--create-namespace", "-f", str(values_file),
+        "--wait", f"--timeout={timeout}", f"--kubeconfig={cluster.kubeconfig}",
+    ]  # fmt: skip
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
+    if result.returncode != 0:
+        raise RuntimeError(f"helm upgrade --install {release} failed:\n{result.stderr}")
+    return result
+
+
+def helm_uninstall(cluster: LocalCluster, release: str, namespace: str) -> None:
+    argv = [
+        str(helm_binary()), "uninstall", release, "-n", namespace, "--wait",
+        f"--kubeconfig={cluster.kubeconfig}",
+    ]  # fmt: skip
+    subprocess.run(argv, capture_output=True, text=True, timeout=180, check=False)

@@ -20,6 +20,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from . import network
+
 CertKey = tuple[ec.EllipticCurvePrivateKey, x509.Certificate]
 
 #: Names the apiserver answers to: loopback plus the in-cluster service names.
@@ -30,8 +32,9 @@ SERVING_DNS_NAMES = (
     "kubernetes.default.svc",
     "kubernetes.default.svc.cluster.local",
 )
-#: 10.96.0.1 is the first address of the service range, the ``kubernetes`` service.
-SERVING_IPS = ("127.0.0.1", "10.96.0.1")
+#: Loopback for the host's clients, the ``kubernetes`` Service's ClusterIP and the node IP
+#: it leads to, for in-cluster clients (pods on the real node).
+SERVING_IPS = ("127.0.0.1", network.KUBERNETES_SERVICE_IP, network.NODE_IP)
 ADMIN_USER = "sits-admin"
 ADMIN_GROUP = "system:masters"
 VALIDITY = dt.timedelta(days=365)
@@ -202,6 +205,12 @@ def ensure_pki(root: Path) -> PkiPaths:
     """
     paths = PkiPaths(root)
     if all(p.is_file() for p in paths.all_files()):
+        if not _serving_ips_current(paths):
+            ca = load_ca(paths)
+            serving = issue_cert(
+                ca, "kube-apiserver", dns_names=SERVING_DNS_NAMES, ips=SERVING_IPS, server=True
+            )
+            _write_pair((paths.serving_cert, paths.serving_key), serving)
         return paths
     root.mkdir(parents=True, exist_ok=True)
     root.chmod(0o700)
@@ -221,6 +230,47 @@ def ensure_pki(root: Path) -> PkiPaths:
     _write(paths.sa_key, key_pem(sa_key), private=True)
     _write(paths.sa_pub, sa_pub, private=False)
     return paths
+
+
+def _serving_ips_current(paths: PkiPaths) -> bool:
+    """Whether the serving cert names every address in :data:`SERVING_IPS`.
+
+    A state directory from before the address plan changed keeps its CA (and so every
+    kubeconfig handed out), and only the serving cert is issued again.
+    """
+    cert = x509.load_pem_x509_certificate(paths.serving_cert.read_bytes())
+    try:
+        san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return False
+    have = {str(ip) for ip in san.get_values_for_type(x509.IPAddress)}
+    return set(SERVING_IPS) <= have
+
+
+def load_ca(paths: PkiPaths) -> CertKey:
+    """The cluster CA from its PEM files, to sign more leaves (node and kube-proxy)."""
+    key = serialization.load_pem_private_key(paths.ca_key.read_bytes(), password=None)
+    if not isinstance(key, ec.EllipticCurvePrivateKey):
+        raise TypeError(f"{paths.ca_key} is not an EC key")
+    return key, x509.load_pem_x509_certificate(paths.ca_cert.read_bytes())
+
+
+def write_client_kubeconfig(
+    paths: PkiPaths, server: str, target: Path, user: str, groups: tuple[str, ...] = ()
+) -> Path:
+    """A kubeconfig for ``user`` (in ``groups``) with a fresh client cert from the cluster CA.
+
+    The node's kubelet is ``system:node:<name>`` in ``system:nodes`` (so the Node
+    authorizer and NodeRestriction apply to it) and kube-proxy is ``system:kube-proxy``
+    (bound to ``system:node-proxier`` by default), as on a kubeadm node.
+    """
+    if target.is_file():
+        return target
+    key, cert = issue_cert(load_ca(paths), user, organizations=groups, client=True)
+    text = render_kubeconfig(server, paths.ca_cert.read_bytes(), cert_pem(cert), key_pem(key))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    _write(target, text.encode("utf-8"), private=True)
+    return target
 
 
 def _b64(data: bytes) -> str:

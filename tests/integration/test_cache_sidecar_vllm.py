@@ -28,9 +28,9 @@ from openai import APIStatusError, OpenAI
 from sits_inference.cache.app import start_sidecar
 from sits_inference.cache.metrics import CacheMetrics
 from sits_inference.cache.settings import SidecarSettings
-from sits_inference.cache.testing import SidecarProcess
 from sits_inference.cache.tiers import build_tiers
-from sits_inference.gateway.testing import metric_value, parse_metrics
+from sits_inference_testing.metrics import metric_value, parse_metrics
+from sits_inference_testing.sidecar import SidecarProcess
 from sits_operator.core.render import render_variant_deployment
 from sits_operator.model.settings import OperatorSettings
 from sits_operator.model.spec import ObjectRef, parse_spec

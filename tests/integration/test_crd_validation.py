@@ -9,7 +9,9 @@ path (and words) the error must contain.
 from __future__ import annotations
 
 import copy
+import itertools
 import json
+import textwrap
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -184,6 +186,37 @@ def test_manifests_are_commented_yaml(manifest: Path) -> None:
     assert all(d["apiVersion"] == "sits.dev/v1alpha1" for d in docs)
 
 
+def _sitsdeployment_spec_schema() -> Obj:
+    doc = yaml.safe_load((REPO / "crds" / "sitsdeployment.yaml").read_text())
+    (version,) = doc["spec"]["versions"]
+    spec: Obj = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    return spec
+
+
+def test_pod_defaults_and_variant_pod_have_one_schema() -> None:
+    """The CRD cannot share a schema by reference: the two copies must stay the same."""
+    spec = _sitsdeployment_spec_schema()
+    defaults = spec["properties"]["podDefaults"]
+    per_variant = spec["properties"]["variants"]["items"]["properties"]["pod"]
+    assert defaults["properties"] == per_variant["properties"]
+
+
+def commented_pod_defaults(manifest: Path) -> Obj | None:
+    """The example's commented `podDefaults` block, uncommented (None when it has none)."""
+    lines = manifest.read_text().splitlines()
+    start = next((i for i, line in enumerate(lines) if line == "  # podDefaults:"), None)
+    if start is None:
+        return None
+    block = [lines[start]]
+    block += itertools.takewhile(lambda line: line.startswith("  #   "), lines[start + 1 :])
+    uncommented = "\n".join(line[:2] + line[4:] for line in block)
+    found: Obj = yaml.safe_load(textwrap.dedent(uncommented))["podDefaults"]
+    return found
+
+
+EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
+
+
 # ----------------------------------------------- acceptance and defaults
 
 
@@ -206,6 +239,8 @@ def test_sitsdeployment_defaults(local_cluster: Any, namespace: str) -> None:
     v1 = spec["variants"][0]
     assert v1["replicas"] == 1
     assert v1["vllmArgs"] == []
+    assert v1["startupTimeout"] == "15m"
+    assert "modelRevision" not in v1, "the Hub repository's default branch unless pinned"
     assert v1["cache"] == {
         "semantic": {
             "enabled": True,
@@ -241,12 +276,112 @@ def test_sitsdeployment_defaults(local_cluster: Any, namespace: str) -> None:
 
 
 @pytest.mark.cluster
+@pytest.mark.parametrize(
+    "model",
+    [
+        pytest.param({"model": "Qwen/Qwen3-1.7B", "modelRevision": "main"}, id="hub-branch"),
+        pytest.param(
+            {"model": "Qwen/Qwen3-1.7B", "modelRevision": "70d244cc86ccca08cf5af4e1e306ecf9"},
+            id="hub-commit",
+        ),
+        pytest.param({"model": "pvc://models/qwen3-1.7b"}, id="pvc"),
+        pytest.param({"model": "/opt/models/qwen3"}, id="path-in-image"),
+        pytest.param({"model": "gpt2", "startupTimeout": "1h30m"}, id="long-startup"),
+    ],
+)
+def test_model_sources_are_accepted(
+    local_cluster: Any, namespace: str, model: dict[str, str]
+) -> None:
+    obj = sitsd()
+    variant(obj, 1).update(model)
+    stored = accepted(local_cluster, obj, namespace)["spec"]["variants"][1]
+    assert {k: stored[k] for k in model} == model
+
+
+@pytest.mark.cluster
 def test_sitsdeployment_minimal_spec_gets_every_section(local_cluster: Any, namespace: str) -> None:
     obj = sitsd()
     del obj["spec"]["traffic"]
     spec = accepted(local_cluster, obj, namespace)["spec"]
     assert set(spec) == {"variants", "traffic", "rollout", "analysis"}
     assert "initialWeights" not in spec["traffic"]
+
+
+# Every pod setting at once, as a user on a real GPU cluster might write them.
+POD_DEFAULTS: Obj = {
+    "env": [
+        {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}},
+        {"name": "VLLM_LOGGING_LEVEL", "value": "DEBUG"},
+        {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+    ],
+    "envFrom": [{"configMapRef": {"name": "vllm-settings"}, "prefix": "VLLM_"}],
+    "imagePullSecrets": [{"name": "registry-credentials"}],
+    "serviceAccountName": "inference",
+    "nodeSelector": {"topology.kubernetes.io/zone": "eu-west-1a"},
+    "affinity": {
+        "podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 100,
+                    "podAffinityTerm": {
+                        "topologyKey": "kubernetes.io/hostname",
+                        "labelSelector": {"matchLabels": {"team": "ml"}},
+                    },
+                }
+            ]
+        }
+    },
+    "tolerations": [
+        {"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"},
+        {"key": "spot", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+    ],
+    "annotations": {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"},
+    "labels": {"team": "ml", "cost-center": "c42"},
+    "priorityClassName": "inference-high",
+    "podTemplate": {
+        "metadata": {"annotations": {"kubectl.kubernetes.io/default-container": "vllm"}},
+        "spec": {
+            "runtimeClassName": "nvidia",
+            "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "8Gi"}}],
+            "containers": [
+                {
+                    "name": "vllm",
+                    "resources": {"limits": {"ephemeral-storage": "50Gi"}},
+                    "securityContext": {"capabilities": {"add": ["IPC_LOCK"]}},
+                    "env": [{"name": "NCCL_DEBUG", "value": "INFO"}],
+                },
+                {"name": "log-shipper", "image": "fluent/fluent-bit:3.1", "args": ["-q"]},
+            ],
+        },
+    },
+}
+
+
+@pytest.mark.cluster
+def test_pod_settings_are_kept_as_written(local_cluster: Any, namespace: str) -> None:
+    obj = sitsd()
+    obj["spec"]["podDefaults"] = POD_DEFAULTS
+    own = {"tolerations": [], "labels": {"team": "search"}, "podTemplate": {"spec": {}}}
+    variant(obj, 1)["pod"] = own
+    spec = accepted(local_cluster, obj, namespace)["spec"]
+    assert spec["podDefaults"] == POD_DEFAULTS, "nothing pruned, nothing defaulted"
+    assert spec["variants"][1]["pod"] == own
+    assert "pod" not in spec["variants"][0]
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("manifest", EXAMPLES, ids=lambda p: p.name)
+def test_commented_pod_defaults_of_examples_are_valid(
+    local_cluster: Any, namespace: str, manifest: Path
+) -> None:
+    """What the examples tell users to uncomment must be accepted as it stands."""
+    pod_defaults = commented_pod_defaults(manifest)
+    assert pod_defaults is not None, "every example shows podDefaults for a real cluster"
+    assert pod_defaults["env"][0]["valueFrom"]["secretKeyRef"]
+    assert pod_defaults["tolerations"]
+    obj = yaml.safe_load(manifest.read_text())
+    obj["spec"]["podDefaults"] = pod_defaults
+    assert accepted(local_cluster, obj, namespace)["spec"]["podDefaults"] == pod_defaults
 
 
 @pytest.mark.cluster
@@ -325,6 +460,14 @@ def test_status_subresource_and_printer_columns(local_cluster: Any, namespace: s
         "NAME", "PHASE", "STABLE", "CANDIDATE", "WEIGHT", "SUCCESS", "P95MS", "AGE",
     ]  # fmt: skip
     assert row[:7] == ["chat", "Progressing", "v1", "v2", "20", "0.987", "142.5"]
+    message = "variant v2 pod chat-v2-x container vllm: CrashLoopBackOff"
+    kubectl(
+        "patch", "sitsdeployment", "chat", "-n", namespace, "--subresource=status",
+        "--type=merge", "-p", json.dumps({"status": {"message": message}}),
+    )  # fmt: skip
+    wide = kubectl("get", "sitsd", "chat", "-n", namespace, "-o", "wide").stdout.split("\n")
+    assert wide[0].split()[-1] == "MESSAGE", "the phase's reason only in the wide output"
+    assert wide[1].rstrip().endswith(message)
 
     stored = json.loads(kubectl("get", "sitsd", "chat", "-n", namespace, "-o", "json").stdout)
     assert stored["status"]["analysis"]["breaches"] == {"latency-p95": 1}, "kept unpruned"
@@ -475,6 +618,67 @@ SITSD_CASES: list[tuple[str, Mutation, tuple[str, ...]]] = [
         ("spec.variants[1].vllmArgs", "found --served-model-name"),
     ),
     (
+        "vllm-args-set-revision",
+        setter("spec.variants.1.vllmArgs", ["--revision=main"]),
+        ("spec.variants[1].vllmArgs", "found --revision"),
+    ),
+    (
+        "pvc-model-without-path",
+        setter("spec.variants.0.model", "pvc://models"),
+        ("spec.variants[0].model", "must name a PersistentVolumeClaim and a path"),
+    ),
+    (
+        "pvc-model-with-empty-path",
+        setter("spec.variants.0.model", "pvc://models/"),
+        ("spec.variants[0].model", "pvc://<claim>/<path>"),
+    ),
+    (
+        "pvc-model-with-bad-claim",
+        setter("spec.variants.0.model", "pvc://Models_1/qwen"),
+        ("spec.variants[0].model", "must name a PersistentVolumeClaim and a path"),
+    ),
+    (
+        "pvc-model-leaving-its-claim",
+        setter("spec.variants.0.model", "pvc://models/../etc/passwd"),
+        ("spec.variants[0].model", "must not contain '..'"),
+    ),
+    (
+        "model-revision-with-pvc-model",
+        chain(
+            setter("spec.variants.1.model", "pvc://models/qwen"),
+            setter("spec.variants.1.modelRevision", "main"),
+        ),
+        ("spec.variants[1].modelRevision", "Forbidden", "only when model is a Hugging Face"),
+    ),
+    (
+        "model-revision-with-path-in-image",
+        chain(
+            setter("spec.variants.0.model", "/opt/models/qwen"),
+            setter("spec.variants.0.modelRevision", "main"),
+        ),
+        ("spec.variants[0].modelRevision", "Forbidden"),
+    ),
+    (
+        "model-revision-not-a-git-ref",
+        setter("spec.variants.0.modelRevision", "main branch"),
+        ("spec.variants[0].modelRevision", "should match"),
+    ),
+    (
+        "startup-timeout-too-short",
+        setter("spec.variants.0.startupTimeout", "10s"),
+        ("spec.variants[0].startupTimeout", "between 30s and 24h"),
+    ),
+    (
+        "startup-timeout-too-long",
+        setter("spec.variants.0.startupTimeout", "48h"),
+        ("spec.variants[0].startupTimeout", "between 30s and 24h"),
+    ),
+    (
+        "startup-timeout-not-a-duration",
+        setter("spec.variants.0.startupTimeout", "10 minutes"),
+        ("spec.variants[0].startupTimeout", "should match"),
+    ),
+    (
         "bad-model-memory-quantity",
         setter("spec.variants.0.modelMemory", "lots"),
         ("spec.variants[0].modelMemory", "should match"),
@@ -610,9 +814,211 @@ SITSD_CASES: list[tuple[str, Mutation, tuple[str, ...]]] = [
 ]
 
 
+# Pod settings (spec.podDefaults, spec.variants[].pod) may add to the pods, never override
+# what the operator owns; the error names the field and what to use instead.
+POD_SETTINGS_CASES: list[tuple[str, Mutation, tuple[str, ...]]] = [
+    (
+        "pod-defaults-env-sets-the-operators-variable",
+        setter("spec.podDefaults.env", [{"name": "HF_HUB_DISABLE_TELEMETRY", "value": "0"}]),
+        ("spec.podDefaults.env[0].name", "HF_HUB_DISABLE_TELEMETRY is set by the operator"),
+    ),
+    (
+        "variant-env-sets-the-operators-variable",
+        setter("spec.variants.1.pod.env", [{"name": "VLLM_ALLOW_RUNTIME_LORA_UPDATING"}]),
+        ("spec.variants[1].pod.env[0].name", "is set by the operator"),
+    ),
+    (
+        "env-with-value-and-value-from",
+        setter(
+            "spec.podDefaults.env",
+            [
+                {
+                    "name": "A",
+                    "value": "x",
+                    "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}},
+                }
+            ],
+        ),
+        ("spec.podDefaults.env[0].valueFrom", "set value or valueFrom, not both"),
+    ),
+    (
+        "env-value-from-two-sources",
+        setter(
+            "spec.podDefaults.env",
+            [
+                {
+                    "name": "HF_TOKEN",
+                    "valueFrom": {
+                        "secretKeyRef": {"name": "hf", "key": "token"},
+                        "configMapKeyRef": {"name": "hf", "key": "token"},
+                    },
+                }
+            ],
+        ),
+        ("spec.podDefaults.env[0].valueFrom", "exactly one of secretKeyRef"),
+    ),
+    (
+        "env-secret-key-ref-without-key",
+        setter(
+            "spec.podDefaults.env",
+            [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf"}}}],
+        ),
+        ("spec.podDefaults.env[0].valueFrom.secretKeyRef.key", "Required value"),
+    ),
+    (
+        "duplicate-env-names",
+        setter(
+            "spec.variants.0.pod.env", [{"name": "A", "value": "1"}, {"name": "A", "value": "2"}]
+        ),
+        ("spec.variants[0].pod.env[1]", "Duplicate value"),
+    ),
+    (
+        "env-from-without-source",
+        setter("spec.podDefaults.envFrom", [{"prefix": "HF_"}]),
+        ("spec.podDefaults.envFrom[0]", "exactly one of secretRef or configMapRef"),
+    ),
+    (
+        "image-pull-secret-without-name",
+        setter("spec.podDefaults.imagePullSecrets", [{}]),
+        ("spec.podDefaults.imagePullSecrets[0].name", "Required value"),
+    ),
+    (
+        "bad-service-account-name",
+        setter("spec.variants.0.pod.serviceAccountName", "Inference_SA"),
+        ("spec.variants[0].pod.serviceAccountName", "should match"),
+    ),
+    (
+        "pod-label-sits-selector",
+        setter("spec.podDefaults.labels", {"team": "ml", "sits.dev/variant": "v9"}),
+        ("spec.podDefaults.labels", "sits.dev/variant is the operator's"),
+    ),
+    (
+        "pod-label-argo-instance",
+        setter("spec.variants.1.pod.labels", {"app.kubernetes.io/instance": "chat"}),
+        ("spec.variants[1].pod.labels", "app.kubernetes.io/instance is the operator's"),
+    ),
+    (
+        "pod-label-bad-value",
+        setter("spec.podDefaults.labels", {"team": "machine learning"}),
+        ("spec.podDefaults.labels.team", "should match"),
+    ),
+    (
+        "pod-annotation-scrape-port",
+        setter("spec.podDefaults.annotations", {"prometheus.io/port": "9000"}),
+        ("spec.podDefaults.annotations", "prometheus.io/port is the operator's"),
+    ),
+    (
+        "node-selector-gpu-product",
+        setter("spec.podDefaults.nodeSelector", {"nvidia.com/gpu.product": "NVIDIA-H200"}),
+        ("spec.podDefaults.nodeSelector", "use the variant's gpuProduct"),
+    ),
+    (
+        "toleration-unknown-operator",
+        setter("spec.podDefaults.tolerations", [{"key": "gpu", "operator": "In"}]),
+        ("spec.podDefaults.tolerations[0].operator", "Unsupported value"),
+    ),
+    (
+        "affinity-typo",
+        setter("spec.podDefaults.affinity", {"nodeAfinity": {}}),
+        ('unknown field "spec.podDefaults.affinity.nodeAfinity"',),
+    ),
+    (
+        "pod-template-tolerations-would-drop-the-gpu-toleration",
+        setter("spec.podDefaults.podTemplate", {"spec": {"tolerations": [{"operator": "Exists"}]}}),
+        ("spec.podDefaults.podTemplate.spec.tolerations", "use tolerations"),
+    ),
+    (
+        "pod-template-vllm-args",
+        setter(
+            "spec.variants.0.pod.podTemplate",
+            {"spec": {"containers": [{"name": "vllm", "args": ["--model", "other"]}]}},
+        ),
+        (
+            "spec.variants[0].pod.podTemplate.spec.containers[0]",
+            "container vllm: the operator owns",
+        ),
+    ),
+    (
+        "pod-template-sidecar-probe",
+        setter(
+            "spec.podDefaults.podTemplate",
+            {
+                "spec": {
+                    "containers": [{"name": "sits-cache", "readinessProbe": {"periodSeconds": 60}}]
+                }
+            },
+        ),
+        ("spec.podDefaults.podTemplate.spec.containers[0]", "container sits-cache"),
+    ),
+    (
+        "pod-template-vllm-port",
+        setter(
+            "spec.podDefaults.podTemplate",
+            {"spec": {"containers": [{"name": "vllm", "ports": [{"containerPort": 9000}]}]}},
+        ),
+        ("spec.podDefaults.podTemplate.spec.containers[0]", "ports or probes"),
+    ),
+    (
+        "pod-template-mig-limit",
+        setter(
+            "spec.podDefaults.podTemplate",
+            {
+                "spec": {
+                    "containers": [
+                        {"name": "vllm", "resources": {"limits": {"nvidia.com/mig-7g.80gb": 1}}}
+                    ]
+                }
+            },
+        ),
+        ("spec.podDefaults.podTemplate.spec.containers[0].resources", "comes from migProfile"),
+    ),
+    (
+        "pod-template-sidecar-env",
+        setter(
+            "spec.podDefaults.podTemplate",
+            {
+                "spec": {
+                    "containers": [
+                        {"name": "sits-cache", "env": [{"name": "SITS_CACHE_MODEL", "value": "x"}]}
+                    ]
+                }
+            },
+        ),
+        ("spec.podDefaults.podTemplate.spec.containers[0].env", "operator's environment"),
+    ),
+    (
+        "pod-template-container-without-name",
+        setter("spec.podDefaults.podTemplate", {"spec": {"containers": [{"image": "busybox"}]}}),
+        ("spec.podDefaults.podTemplate.spec.containers[0].name", "Required value"),
+    ),
+    (
+        "pod-template-selector-label",
+        setter(
+            "spec.podDefaults.podTemplate", {"metadata": {"labels": {"sits.dev/deployment": "x"}}}
+        ),
+        ("spec.podDefaults.podTemplate.metadata.labels", "sits.dev/deployment is the operator's"),
+    ),
+    (
+        "pod-template-node-selector-gpu-product",
+        setter(
+            "spec.variants.1.pod.podTemplate",
+            {"spec": {"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H200"}}},
+        ),
+        ("spec.variants[1].pod.podTemplate.spec.nodeSelector", "gpuProduct"),
+    ),
+    (
+        "pod-template-not-a-pod-template",
+        setter("spec.podDefaults.podTemplate", {"kind": "Pod"}),
+        ('unknown field "spec.podDefaults.podTemplate.kind"',),
+    ),
+]
+
+
 @pytest.mark.cluster
 @pytest.mark.parametrize(
-    ("mutation", "expected"), [c[1:] for c in SITSD_CASES], ids=[c[0] for c in SITSD_CASES]
+    ("mutation", "expected"),
+    [c[1:] for c in SITSD_CASES + POD_SETTINGS_CASES],
+    ids=[c[0] for c in SITSD_CASES + POD_SETTINGS_CASES],
 )
 def test_malformed_sitsdeployment_is_rejected(
     local_cluster: Any, namespace: str, mutation: Mutation, expected: tuple[str, ...]

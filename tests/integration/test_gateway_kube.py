@@ -23,9 +23,9 @@ import yaml
 from sits_inference.gateway.app import start_gateway
 from sits_inference.gateway.config import GatewayConfig
 from sits_inference.gateway.sources.kube import KubernetesSource
-from sits_inference.gateway.stub import start_stub
 from sits_inference.gateway.table import RoutingTable
-from sits_inference.gateway.testing import eventually
+from sits_inference_testing.load import eventually
+from sits_inference_testing.stub import start_stub
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]
 

@@ -24,9 +24,9 @@ import yaml
 from sits_inference.gateway.app import RunningGateway, start_gateway
 from sits_inference.gateway.config import GatewayConfig
 from sits_inference.gateway.sources import MemorySource
-from sits_inference.gateway.stub import RunningStub, StubBehaviour, start_stub
 from sits_inference.gateway.table import RoutingTable, VariantRoute
-from sits_inference.gateway.testing import eventually
+from sits_inference_testing.load import eventually
+from sits_inference_testing.stub import RunningStub, StubBehaviour, start_stub
 from sits_localcluster.prometheus import LocalPrometheus
 from sits_operator.adapters.prometheus import PrometheusProvider, Target
 from sits_operator.model.policy import parse_policy

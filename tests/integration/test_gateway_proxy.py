@@ -22,15 +22,10 @@ import pytest
 from sits_inference.gateway.app import RunningGateway, start_gateway
 from sits_inference.gateway.config import GatewayConfig
 from sits_inference.gateway.sources import MemorySource
-from sits_inference.gateway.stub import RunningStub, start_stub
 from sits_inference.gateway.table import RoutingTable, StickyPolicy, VariantRoute
-from sits_inference.gateway.testing import (
-    bounded_load,
-    eventually,
-    metric_value,
-    read_until_error,
-    scrape,
-)
+from sits_inference_testing.load import bounded_load, eventually, read_until_error
+from sits_inference_testing.metrics import metric_value, scrape
+from sits_inference_testing.stub import RunningStub, start_stub
 
 CHAT = {"model": "stub", "messages": [{"role": "user", "content": "hello"}]}
 MAX_BODY = 4096

@@ -25,16 +25,16 @@ from sits_inference.gateway.app import RunningGateway, start_gateway
 from sits_inference.gateway.cli import make_tracer_provider
 from sits_inference.gateway.config import GatewayConfig
 from sits_inference.gateway.sources import MemorySource
-from sits_inference.gateway.stub import RunningStub, start_stub
 from sits_inference.gateway.table import RoutingTable, VariantRoute
 from sits_inference.gateway.telemetry import Probes
-from sits_inference.gateway.testing import eventually
+from sits_inference_testing.load import eventually
+from sits_inference_testing.stub import RunningStub, start_stub
 
 CHAT = {"model": "stub", "messages": [{"role": "user", "content": "hello"}]}
 BASE = {"namespace", "sits_deployment"}
 SERIES = BASE | {"variant", "operation", "token_bucket"}
 GENAI = BASE | {"variant", "gen_ai_operation_name", "gen_ai_request_model"}
-# The contract (DESIGN.md section 3) plus the bounded extras; nothing else may appear.
+# The contract (docs/architecture.md) plus the bounded extras; nothing else may appear.
 EXPECTED_FAMILIES = {
     "sits_requests_total": ("counter", SERIES | {"outcome", "code"}),
     "sits_request_duration_seconds": ("histogram", SERIES),

@@ -21,7 +21,7 @@ from openai import AsyncOpenAI
 from sits_inference.gateway.app import RunningGateway, start_gateway
 from sits_inference.gateway.config import GatewayConfig
 from sits_inference.gateway.sources.static import StaticFileSource
-from sits_inference.gateway.testing import metric_value, scrape
+from sits_inference_testing.metrics import metric_value, scrape
 from sits_vllm import VllmServer
 from sits_vllm.pytest_plugin import VllmFactory
 

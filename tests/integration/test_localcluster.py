@@ -22,7 +22,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from sits_localcluster import procs
+from sits_localcluster import network, nodenet, procs
 from sits_localcluster.cluster import LocalCluster
 from sits_localcluster.nodes import GPU_NODES, nodes_by_name
 from sits_localcluster.pki import (
@@ -121,18 +121,52 @@ def test_readyz_ok(local_cluster: LocalCluster) -> None:
     assert local_cluster.kubectl("get", "--raw", "/readyz").stdout.strip() == "ok"
 
 
+#: The only listeners beyond loopback, and why: the apiserver on every address (pods reach
+#: it through the `kubernetes` Service at the node IP; an iptables guard admits its port from
+#: loopback and the node's bridge only) and the kubelet's API on the node IP (the apiserver
+#: calls it for logs and exec). The node IP is the bridge's own address in the local block.
+ALLOWED_BEYOND_LOOPBACK = {
+    "kube-apiserver": {"0.0.0.0"},
+    "kubelet": {network.NODE_IP},
+}
+
+
 @pytest.mark.cluster
-def test_every_component_listens_on_loopback_only(local_cluster: LocalCluster) -> None:
+def test_every_component_listens_on_loopback_or_where_allowed(
+    local_cluster: LocalCluster,
+) -> None:
     for status in local_cluster.status():
         assert status.alive, status
         assert status.pid is not None, status
         sockets = procs.listening_sockets(status.pid)
         assert sockets, f"{status.name} listens on nothing?"
-        exposed = [(a, p) for a, p in sockets if not (a.startswith("127.") or a == "::1")]
+        allowed = ALLOWED_BEYOND_LOOPBACK.get(status.name, set())
+        exposed = [
+            (a, p)
+            for a, p in sockets
+            if not (a.startswith("127.") or a == "::1") and a not in allowed
+        ]
         assert not exposed, f"{status.name} listens beyond loopback: {exposed}"
     apiserver = next(s for s in local_cluster.status() if s.name == "kube-apiserver")
     assert apiserver.pid is not None
-    assert ("127.0.0.1", local_cluster.ports.apiserver) in procs.listening_sockets(apiserver.pid)
+    assert ("0.0.0.0", local_cluster.ports.apiserver) in procs.listening_sockets(apiserver.pid)
+
+
+@pytest.mark.cluster
+def test_apiserver_port_is_guarded_to_loopback_and_the_node_bridge(
+    local_cluster: LocalCluster,
+) -> None:
+    """The guard chain: loopback and the bridge return to INPUT, everything else is dropped."""
+    rules = subprocess.run(
+        ["iptables", "-S", nodenet.GUARD_CHAIN], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert rules[1:] == [
+        f"-A {nodenet.GUARD_CHAIN} -i lo -j RETURN",
+        f"-A {nodenet.GUARD_CHAIN} -i {network.BRIDGE} -j RETURN",
+        f"-A {nodenet.GUARD_CHAIN} -j DROP",
+    ]
+    jump = ["iptables", "-C", "INPUT", "-p", "tcp", "--dport", str(local_cluster.ports.apiserver)]
+    assert subprocess.run([*jump, "-j", nodenet.GUARD_CHAIN], check=False).returncode == 0
 
 
 @pytest.mark.cluster

@@ -1,7 +1,7 @@
 """L3 LoRA residency against a real vLLM (CPU, tiny model, peft adapters made by the test).
 
 One vLLM for the module, started with runtime LoRA and ``--max-loras 2 --max-cpu-loras 2``;
-each test runs its own ``AdapterResidency`` (M=2) against it after clearing the adapters a
+each test runs its own ``LoraResidency`` (M=2) against it after clearing the adapters a
 previous test left. Outputs are compared with references produced by loading each adapter
 by hand (plain names, greedy decoding) before any residency runs, so "the response came
 from the adapter asked for" is checked on content, not on names. The model is random: the
@@ -25,7 +25,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from sits_inference.cache.lora import AdapterResidency, AdapterSpec, ResidencyConfig
+from sits_inference.cache.lora import AdapterSpec, LoraConfig, LoraResidency
 from sits_inference.cache.lora.spec import split_versioned
 from sits_inference.cache.metrics import CacheMetrics
 from sits_vllm import VllmServer, make_lora_adapter
@@ -107,12 +107,12 @@ async def session(server: VllmServer) -> AsyncIterator[aiohttp.ClientSession]:
 async def residency(
     server: VllmServer, adapter_dirs: dict[str, Path], pinned: frozenset[str] = frozenset(),
     **options: float,
-) -> AsyncIterator[tuple[AdapterResidency, CacheMetrics]]:  # fmt: skip
+) -> AsyncIterator[tuple[LoraResidency, CacheMetrics]]:  # fmt: skip
     options.setdefault("reconcile_interval_s", 0)
     specs = tuple(AdapterSpec(n, str(p), pinned=n in pinned) for n, p in adapter_dirs.items())
     metrics = CacheMetrics()
-    manager = AdapterResidency(
-        ResidencyConfig(2, specs, **options),  # type: ignore[arg-type]
+    manager = LoraResidency(
+        LoraConfig(2, specs, **options),  # type: ignore[arg-type]
         upstream=server.url,
         metrics=metrics,
     )
@@ -124,7 +124,7 @@ async def residency(
 
 
 async def ask(
-    manager: AdapterResidency, session: aiohttp.ClientSession, server: VllmServer, name: str
+    manager: LoraResidency, session: aiohttp.ClientSession, server: VllmServer, name: str
 ) -> str:
     async with manager.acquire(name) as lease:
         return await complete(session, server, lease.served_name)
@@ -135,7 +135,7 @@ def ours(names: set[str]) -> set[str]:
     return {parsed[0] for n in names if (parsed := split_versioned(n))}
 
 
-def all_resident(manager: AdapterResidency, names: tuple[str, ...]) -> bool:
+def all_resident(manager: LoraResidency, names: tuple[str, ...]) -> bool:
     return all(r["state"] == "resident" for r in manager.describe() if r["name"] in names)
 
 
@@ -189,10 +189,10 @@ async def test_vllm_reads_weights_only_when_the_sidecar_loads(
     should a vLLM release free the weights on unload, the alignment can go)."""
     if not aligned:
 
-        async def skip(self: AdapterResidency) -> None:
+        async def skip(self: LoraResidency) -> None:
             return None
 
-        monkeypatch.setattr(AdapterResidency, "_align_worker_lru", skip)
+        monkeypatch.setattr(LoraResidency, "_align_worker_lru", skip)
     async with residency(server, adapter_dirs) as (manager, metrics):
         reads = WeightReads(adapter_dirs)  # after start(), which reads them to digest them
         try:

@@ -15,6 +15,10 @@ import pytest
 import yaml
 from tests.integration.operator_process import OperatorProcess
 
+from sits_operator.core.render import render_children
+from sits_operator.model.settings import OperatorSettings
+from sits_operator.model.spec import ObjectRef, parse_spec
+
 pytestmark = pytest.mark.cluster
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = yaml.safe_load((REPO / "examples" / "chat-canary.yaml").read_text())
@@ -103,16 +107,16 @@ def test_example_becomes_running_pods_on_fake_mig_nodes(kube: Kube) -> None:
         "v2",
         10,
     )
-    assert {(v["name"], v["readyReplicas"], v["weight"]) for v in status["variants"]} == {
-        ("v1", 1, 90),
-        ("v2", 1, 10),
-    }
+    assert {
+        (v["name"], v["readyReplicas"], v["weight"], v["restarts"]) for v in status["variants"]
+    } == {("v1", 1, 90, 0), ("v2", 1, 10, 0)}
     conditions = {c["type"]: c["status"] for c in status["conditions"]}
     assert conditions == {
         "Ready": "True",
         "Progressing": "False",
         "Invalid": "False",
         "Unschedulable": "False",
+        "ContainersFailing": "False",
         "Analysis": "False",
     }
     analysis = next(c for c in status["conditions"] if c["type"] == "Analysis")
@@ -123,14 +127,12 @@ def test_example_becomes_running_pods_on_fake_mig_nodes(kube: Kube) -> None:
     pod_spec = deployments["chat-v2"]["spec"]["template"]["spec"]
     vllm = pod_spec["containers"][0]
     assert vllm["resources"]["limits"]["nvidia.com/mig-1g.10gb"] == "1"
-    assert vllm["args"][:6] == [
-        "--model",
-        "Qwen/Qwen3-1.7B",
-        "--served-model-name",
-        "chat",
-        "--revision",
-        "qwen3-1.7b",
-    ]
+    assert vllm["args"][:4] == ["--model", "Qwen/Qwen3-1.7B", "--served-model-name", "chat"]
+    assert "--revision" not in vllm["args"], "revision is the rollout's label, not a git ref"
+    assert vllm["terminationMessagePolicy"] == "FallbackToLogsOnError"
+    assert vllm["startupProbe"]["periodSeconds"] * vllm["startupProbe"]["failureThreshold"] >= (
+        15 * 60
+    )
     assert [c["name"] for c in pod_spec["containers"]] == ["vllm", "sits-cache"]
     owner = deployments["chat-v1"]["metadata"]["ownerReferences"][0]
     assert (owner["kind"], owner["name"], owner["controller"]) == ("SitsDeployment", "chat", True)
@@ -292,3 +294,200 @@ def test_two_deployments_in_one_namespace_keep_their_own_children(kube: Kube) ->
     names |= {d["metadata"]["name"] for d in kube.items("deployments", "summarize")}
     assert names == {"chat-v1", "chat-v2", "summarize-v1", "summarize-v2"}
     assert not [e for e in kube.events() if e["reason"] == "Deleted"]
+
+
+def _crash_looping(pod: dict[str, Any], restarts: int, last_words: str) -> dict[str, Any]:
+    """The status a kubelet reports for a pod whose vLLM exits at start (bad argument).
+
+    kwok runs no container, so the test writes it through the status subresource, as the
+    kubelet would; kwok leaves Running pods alone.
+    """
+    crashed = {
+        "exitCode": 1,
+        "reason": "Error",
+        "message": last_words,
+        "startedAt": "2026-12-02T10:00:00Z",
+        "finishedAt": "2026-12-02T10:00:04Z",
+    }
+    statuses = []
+    for container in pod["spec"]["containers"]:
+        status: dict[str, Any] = {
+            "name": container["name"],
+            "image": container["image"],
+            "imageID": "",
+            "ready": True,
+            "started": True,
+            "restartCount": 0,
+            "state": {"running": {"startedAt": "2026-12-02T09:59:00Z"}},
+        }
+        if container["name"] == "vllm":
+            waiting = {"reason": "CrashLoopBackOff", "message": "back-off 40s restarting"}
+            status.update(
+                ready=False,
+                started=False,
+                restartCount=restarts,
+                state={"waiting": waiting},
+                lastState={"terminated": crashed},
+            )
+        statuses.append(status)
+    conditions = [
+        {**c, "status": "False", "reason": "ContainersNotReady"}
+        if c["type"] in ("Ready", "ContainersReady")
+        else c
+        for c in pod["status"]["conditions"]
+    ]
+    return {"status": {"containerStatuses": statuses, "conditions": conditions}}
+
+
+def test_crash_looping_candidate_shows_why_and_stable_is_left_alone(kube: Kube) -> None:
+    kube.apply(EXAMPLE)
+    kube.wait_phase("Ready")
+    stable = kube.get("deployment", "chat-v1")
+    by_variant = {p["metadata"]["labels"]["sits.dev/variant"]: p for p in kube.items("pods")}
+    candidate = by_variant["v2"]["metadata"]["name"]
+    last_words = (
+        "usage: api_server.py [-h] [--model MODEL] ...\n"
+        "api_server.py: error: unrecognized arguments: --max-model-lenght=8192\n"
+    )
+    patch = _crash_looping(by_variant["v2"], restarts=3, last_words=last_words)
+    kube.cluster.kubectl(
+        "patch", "pod", candidate, "-n", kube.ns, "--subresource=status", "--type=merge",
+        "-p", json.dumps(patch),
+    )  # fmt: skip
+
+    status = kube.wait(
+        "the candidate's weight to drop to 0 with the crash in the status",
+        lambda: (
+            (s := kube.status()).get("phase") == "Degraded" and s.get("candidateWeight") == 0 and s
+        ),
+    )
+    failing = next(c for c in status["conditions"] if c["type"] == "ContainersFailing")
+    assert (failing["status"], failing["reason"]) == ("True", "CrashLoopBackOff")
+    assert failing["message"].startswith(
+        f"variant v2 pod {candidate} container vllm: CrashLoopBackOff after 3 restart(s), "
+        "exit code 1 (Error) at 2026-12-02T10:00:04Z: "
+    )
+    assert "unrecognized arguments: --max-model-lenght=8192" in failing["message"]
+    assert status["message"] == failing["message"]
+    rows = {v["name"]: v for v in status["variants"]}
+    assert (rows["v2"]["restarts"], rows["v2"]["readyReplicas"], rows["v2"]["weight"]) == (3, 0, 0)
+    assert (rows["v1"]["restarts"], rows["v1"]["readyReplicas"], rows["v1"]["weight"]) == (
+        0,
+        1,
+        100,
+    )
+    warnings = [e for e in kube.events() if e["type"] == "Warning"]
+    assert [e["reason"] for e in warnings] == ["ContainersFailingTrue"]
+    assert candidate in warnings[0]["message"]
+    after = kube.get("deployment", "chat-v1")
+    assert after["metadata"]["generation"] == stable["metadata"]["generation"]
+    assert after["metadata"]["annotations"] == stable["metadata"]["annotations"]
+    v1_pods = [p for p in kube.items("pods") if p["metadata"]["labels"]["sits.dev/variant"] == "v1"]
+    assert [p["metadata"]["name"] for p in v1_pods] == [by_variant["v1"]["metadata"]["name"]]
+    row = kube.cluster.kubectl("get", "sitsd", "chat", "-n", kube.ns).stdout.splitlines()[1]
+    assert row.split()[:5] == ["chat", "Degraded", "v1", "v2", "0"]
+
+
+POD_DEFAULTS: dict[str, Any] = {
+    "env": [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}}],
+    "tolerations": [
+        {"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoSchedule"}
+    ],
+    "imagePullSecrets": [{"name": "registry"}],
+    "labels": {"team": "ml"},
+    "annotations": {"owner": "ml-platform"},
+    "podTemplate": {
+        "spec": {
+            "volumes": [{"name": "dshm", "emptyDir": {"sizeLimit": "8Gi"}}],
+            "containers": [{"name": "sits-cache", "resources": {"requests": {"cpu": "500m"}}}],
+        }
+    },
+}
+
+
+def test_pod_settings_reach_the_pods(kube: Kube) -> None:
+    manifest = with_variants({}, {"pod": {"labels": {"team": "search"}, "tolerations": []}})
+    manifest["spec"]["podDefaults"] = POD_DEFAULTS
+    kube.apply(manifest)
+    kube.wait_phase("Ready")
+    pods = {p["metadata"]["labels"]["sits.dev/variant"]: p for p in kube.items("pods")}
+    gpu = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+    v1, v2 = pods["v1"], pods["v2"]
+    assert v1["spec"]["tolerations"][:2] == [gpu, POD_DEFAULTS["tolerations"][0]]
+    assert gpu in v2["spec"]["tolerations"]
+    assert POD_DEFAULTS["tolerations"][0] not in v2["spec"]["tolerations"], "cleared by v2"
+    assert (v1["metadata"]["labels"]["team"], v2["metadata"]["labels"]["team"]) == ("ml", "search")
+    for pod in (v1, v2):
+        containers = {c["name"]: c for c in pod["spec"]["containers"]}
+        assert POD_DEFAULTS["env"][0] in containers["vllm"]["env"]
+        assert "HF_TOKEN" not in {e["name"] for e in containers["sits-cache"]["env"]}
+        assert containers["sits-cache"]["resources"]["requests"]["cpu"] == "500m"
+        assert pod["spec"]["imagePullSecrets"] == [{"name": "registry"}]
+        dshm = next(v for v in pod["spec"]["volumes"] if v["name"] == "dshm")
+        assert dshm["emptyDir"] == {"medium": "Memory", "sizeLimit": "8Gi"}
+        assert pod["metadata"]["annotations"]["owner"] == "ml-platform"
+        assert pod["metadata"]["annotations"]["prometheus.io/scrape"] == "true"
+
+    # What the CRD's rules cannot see (a patch directive) is the operator's to refuse.
+    manifest["spec"]["podDefaults"] = {"podTemplate": {"spec": {"$patch": "replace"}}}
+    kube.apply(manifest)
+    status = kube.wait_phase("Invalid")
+    assert "spec.podDefaults.podTemplate.spec.$patch: patch directives" in status["message"]
+    assert len(kube.items("pods")) == 2, "an invalid spec changes nothing"
+
+
+def _old_release_children(kube: Kube) -> list[dict[str, Any]]:
+    """The children as an operator release before this one applied them: labelled
+    app.kubernetes.io/instance=<name>, without app.kubernetes.io/part-of."""
+    owner_obj = kube.get("sitsdeployment", "chat")
+    meta = owner_obj["metadata"]
+    owner = ObjectRef(name="chat", namespace=kube.ns, uid=meta["uid"])
+    children = render_children(owner, parse_spec(owner_obj["spec"]), OperatorSettings())
+    for child in children:
+        label_sets = [child["metadata"]["labels"]]
+        if child["kind"] == "Deployment":
+            label_sets.append(child["spec"]["template"]["metadata"]["labels"])
+        for labels in label_sets:
+            labels.pop("app.kubernetes.io/part-of")
+            labels["app.kubernetes.io/instance"] = "chat"
+        child["metadata"]["annotations"]["sits.dev/template-hash"] = "old-release"
+    return children
+
+
+def test_upgrade_from_instance_labels_keeps_selectors_and_drops_the_label(kube: Kube) -> None:
+    """An operator upgrade relabels the children in place: the Deployments' selectors
+    (immutable) stay as they are, server-side apply removes the label it no longer sets,
+    and each variant's pods roll once to the new labels."""
+    kube.apply(EXAMPLE)
+    kube.wait_phase("Ready")
+    kube.operator.stop()
+    try:
+        for child in _old_release_children(kube):
+            kube.cluster.kubectl(
+                "apply", "--server-side", "--field-manager=sits-operator", "--force-conflicts",
+                "-n", kube.ns, "-f", "-", input=json.dumps(child),
+            )  # fmt: skip
+        old = {d["metadata"]["name"]: d for d in kube.items("deployments")}
+        assert old["chat-v1"]["metadata"]["labels"]["app.kubernetes.io/instance"] == "chat"
+    finally:
+        kube.operator.start()
+
+    def relabelled() -> bool:
+        objects = kube.items("deployments") + kube.items("services") + kube.items("pods")
+        labels = [o["metadata"]["labels"] for o in objects]
+        labels += [d["spec"]["template"]["metadata"]["labels"] for d in kube.items("deployments")]
+        return len(objects) == 7 and all(
+            "app.kubernetes.io/instance" not in ls and ls.get("app.kubernetes.io/part-of") == "chat"
+            for ls in labels
+        )
+
+    kube.wait("children and pods relabelled", relabelled, timeout=90)
+    kube.wait_phase("Ready")
+    for deployment in kube.items("deployments"):
+        variant = deployment["metadata"]["labels"]["sits.dev/variant"]
+        assert deployment["spec"]["selector"] == {
+            "matchLabels": {"sits.dev/deployment": "chat", "sits.dev/variant": variant}
+        }
+        assert (
+            deployment["metadata"]["uid"] == old[deployment["metadata"]["name"]]["metadata"]["uid"]
+        )

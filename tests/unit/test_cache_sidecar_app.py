@@ -27,7 +27,7 @@ from sits_inference.cache.embedding import Embedder, default_embedder
 from sits_inference.cache.metrics import CacheMetrics
 from sits_inference.cache.settings import SidecarSettings
 from sits_inference.cache.tiers import build_tiers
-from sits_inference.gateway.testing import metric_value, parse_metrics
+from sits_inference_testing.metrics import metric_value, parse_metrics
 
 FAULT = "x-fake-fault"
 WORDS = ["The ", "answer ", "is ", "forty-two."]
@@ -336,7 +336,7 @@ async def test_the_vector_tier_is_mounted_when_enabled(
     embedder: Embedder, tmp_path: Path, rig: Rig
 ) -> None:
     """L2 wiring: SITS_CACHE_VECTOR_* settings give POST /v1/retrieve on the sidecar."""
-    from sits_inference.cache.retrieval import (
+    from sits_inference.cache.vector import (
         EMBEDDING_MODEL,
         BuildOptions,
         Document,

@@ -11,8 +11,8 @@ import pytest
 from openai.types import Completion
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
+from sits_inference.cache.assembler import StreamAssembler
 from sits_inference.cache.completions import (
-    DONE_EVENT,
     CachedChoice,
     CachedCompletion,
     Kind,
@@ -20,7 +20,7 @@ from sits_inference.cache.completions import (
     response_document,
     stream_events,
 )
-from sits_inference.cache.sse import SseSplitter, StreamAssembler, event_data, parse_event_json
+from sits_inference.openai.sse import DONE_EVENT, SseSplitter, event_data, parse_event_json
 
 USAGE = {"prompt_tokens": 12, "completion_tokens": 5, "total_tokens": 17}
 

@@ -6,20 +6,16 @@ import json
 
 import pytest
 
-from sits_inference.gateway.errors import GatewayError, error_body, sse_error_event
-from sits_inference.gateway.openai_api import (
-    CHAT,
-    COMPLETION,
-    EMBEDDINGS,
-    SseUsageFilter,
-    Usage,
-    parse_request,
-    token_bucket,
-    usage_from_body,
-)
+from sits_inference.gateway.request import parse_request
+from sits_inference.openai.errors import ApiError, error_body, sse_error_event
+from sits_inference.openai.metrics import token_bucket
+from sits_inference.openai.requests import Operation
+from sits_inference.openai.usage import SseUsageFilter, Usage, usage_from_body
+
+CHAT, COMPLETION, EMBEDDINGS = Operation.CHAT, Operation.COMPLETION, Operation.EMBEDDINGS
 
 
-def req(doc: object, operation: str = CHAT, *, add_usage: bool = True) -> bytes:
+def req(doc: object, operation: Operation = CHAT, *, add_usage: bool = True) -> bytes:
     return json.dumps(doc).encode()
 
 
@@ -45,7 +41,7 @@ def req(doc: object, operation: str = CHAT, *, add_usage: bool = True) -> bytes:
 def test_bad_requests_are_400_with_the_offending_param(
     raw: bytes, param: str | None, status: int
 ) -> None:
-    with pytest.raises(GatewayError) as caught:
+    with pytest.raises(ApiError) as caught:
         parse_request(raw, CHAT, add_stream_usage=True)
     assert caught.value.status == status
     assert caught.value.param == param
@@ -80,7 +76,7 @@ def test_a_stream_without_usage_asks_upstream_for_it_and_hides_it_again() -> Non
     ],
 )
 def test_the_body_is_left_alone_otherwise(
-    doc: dict[str, object], operation: str, add_usage: bool
+    doc: dict[str, object], operation: Operation, add_usage: bool
 ) -> None:
     raw = json.dumps(doc).encode()
     parsed = parse_request(raw, operation, add_stream_usage=add_usage)

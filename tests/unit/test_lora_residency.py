@@ -1,4 +1,4 @@
-"""AdapterResidency's edge cases against a fake of vLLM's runtime-LoRA endpoints.
+"""LoraResidency's edge cases against a fake of vLLM's runtime-LoRA endpoints.
 
 The fake (a real aiohttp server on 127.0.0.1) exists for what real vLLM cannot do on
 demand: fail or stall a load, forget its adapters instantly, count touches. Everything
@@ -18,10 +18,10 @@ import pytest
 from aiohttp import web
 
 from sits_inference.cache.lora import (
-    AdapterResidency,
     AdapterSpec,
     AdapterUnavailable,
-    ResidencyConfig,
+    LoraConfig,
+    LoraResidency,
 )
 from sits_inference.cache.lora.spec import directory_digest, versioned_name
 from sits_inference.cache.metrics import CacheMetrics
@@ -141,12 +141,12 @@ async def residency(
     max_resident: int = 2,
     clock: Callable[[], float] | None = None,
     **options: float,
-) -> AsyncIterator[tuple[AdapterResidency, CacheMetrics]]:
+) -> AsyncIterator[tuple[LoraResidency, CacheMetrics]]:
     options.setdefault("reconcile_interval_s", 0)
-    config = ResidencyConfig(max_resident, adapters, **options)  # type: ignore[arg-type]
+    config = LoraConfig(max_resident, adapters, **options)  # type: ignore[arg-type]
     metrics = CacheMetrics()
     kwargs = {"clock": clock} if clock else {}
-    manager = AdapterResidency(config, upstream=upstream, metrics=metrics, **kwargs)
+    manager = LoraResidency(config, upstream=upstream, metrics=metrics, **kwargs)
     await manager.start()
     try:
         yield manager, metrics
@@ -159,7 +159,7 @@ def sample(metrics: CacheMetrics, name: str, **labels: str) -> float:
     return 0.0 if value is None else value
 
 
-async def use(manager: AdapterResidency, model: str) -> str:
+async def use(manager: LoraResidency, model: str) -> str:
     async with manager.acquire(model) as lease:
         return lease.served_name
 

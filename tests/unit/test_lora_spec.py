@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from sits_inference.cache.lora import AdapterSpec, ResidencyConfig, parse_adapters
-from sits_inference.cache.lora.model import resolve_version
+from sits_inference.cache.lora import AdapterSpec, LoraConfig, parse_adapters
+from sits_inference.cache.lora.adapter import resolve_version
 from sits_inference.cache.lora.spec import (
     directory_digest,
     short_digest,
@@ -156,9 +156,9 @@ def spec(name: str, pinned: bool = False) -> AdapterSpec:
 )
 def test_config_rejects(kwargs: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        ResidencyConfig(**kwargs)  # type: ignore[arg-type]
+        LoraConfig(**kwargs)  # type: ignore[arg-type]
 
 
 def test_config_accepts_all_pinned_when_they_fit() -> None:
-    config = ResidencyConfig(2, (spec("a", True), spec("b", True)))
+    config = LoraConfig(2, (spec("a", True), spec("b", True)))
     assert config.max_resident == 2

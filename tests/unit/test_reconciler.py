@@ -4,11 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+from prometheus_client import REGISTRY
+
 from sits_operator.adapters.kube import NoopKubeWriter
 from sits_operator.core.render import render_children
 from sits_operator.handlers.observe import child_entry
 from sits_operator.handlers.reconcile import Reconciler
-from sits_operator.model.observed import ObservedState
+from sits_operator.model.observed import (
+    ContainerTermination,
+    ObservedContainer,
+    ObservedDeployment,
+    ObservedPod,
+    ObservedState,
+)
 from sits_operator.model.settings import OperatorSettings
 from tests.unit.factories import OWNER, spec, variant
 
@@ -125,3 +134,60 @@ async def test_two_owners_in_one_namespace_never_touch_each_others_children() ->
     await reconciler.reconcile(body(RAW), ObservedState())
     await reconciler.reconcile(other, ObservedState())
     assert [c for c in writer.calls if c[0] == "delete"] == []
+
+
+async def test_failing_candidate_container_is_a_warning_and_changes_no_child() -> None:
+    """A candidate that cannot start: one Warning with the container's last words, no apply."""
+    reconciler, writer, events, _ = make()
+    children = tuple(
+        child_entry(m["kind"], m["metadata"], m["metadata"]["labels"])
+        for m in render_children(OWNER, spec(*RAW["variants"]), SETTINGS)
+    )
+    deployments = (
+        ObservedDeployment("v1", "r1", 1, 1, 1, 1, 1, 1),
+        ObservedDeployment("v2", "r1", 1, 0, 1, 0, 1, 1),
+    )
+    crashing = ObservedContainer(
+        "vllm",
+        restart_count=3,
+        waiting_reason="CrashLoopBackOff",
+        last_termination=ContainerTermination(1, "Error", "error: unrecognized arguments: --x"),
+    )
+    pods = (ObservedPod("chat-v2-abc", "v2", "Running", containers=(crashing,)),)
+    observed = ObservedState(children=children, deployments=deployments, pods=pods)
+    await reconciler.reconcile(body(RAW), observed)
+    assert [c[0] for c in writer.calls] == ["status"]
+    status = writer.calls[0][1][2]
+    assert status["phase"] == "Degraded"
+    warnings = [e for e in events if e[0] == "Warning"]
+    assert [w[1] for w in warnings] == ["ContainersFailingTrue"]
+    assert "variant v2 pod chat-v2-abc container vllm: CrashLoopBackOff" in warnings[0][2]
+    assert "unrecognized arguments: --x" in warnings[0][2]
+    events.clear()
+    await reconciler.reconcile(body(RAW, status), observed)
+    assert events == [], "a condition that stays True is announced once"
+
+
+def _reconciles(result: str) -> float:
+    """sits_operator_reconciles_total{result} as Prometheus would scrape it."""
+    value = REGISTRY.get_sample_value("sits_operator_reconciles_total", {"result": result})
+    return value or 0.0
+
+
+class FailingWriter(NoopKubeWriter):
+    async def apply(self, manifest: dict[str, Any]) -> None:
+        raise RuntimeError("apiserver unreachable")
+
+
+async def test_every_pass_is_counted_by_its_result() -> None:
+    """A pass that returns counts as ok (it once never did), one that raises as error."""
+    reconciler, _, _, _ = make()
+    ok, error = _reconciles("ok"), _reconciles("error")
+    await reconciler.reconcile(body(RAW), ObservedState())
+    await reconciler.reconcile(body(RAW), ObservedState())
+    assert (_reconciles("ok"), _reconciles("error")) == (ok + 2, error)
+
+    failing = Reconciler(writer=FailingWriter(), settings=SETTINGS, post=lambda *_: None)
+    with pytest.raises(RuntimeError, match="apiserver unreachable"):
+        await failing.reconcile(body(RAW), ObservedState())
+    assert (_reconciles("ok"), _reconciles("error")) == (ok + 2, error + 1)

@@ -53,18 +53,35 @@ def test_children_are_a_deployment_and_service_per_variant_plus_one_root_service
     [
         pytest.param(
             {},
+            ["--model", "/models/llama", "--served-model-name", "chat", "--port", "8000"],
+            ["--enable-lora", "--revision", "r1"],
+            id="base-rollout-revision-is-no-vllm-revision",
+        ),
+        pytest.param(
+            {"model": "Qwen/Qwen3-1.7B", "modelRevision": "70d244cc86ccca08cf5af4e1e306ecf9"},
             [
                 "--model",
-                "/models/llama",
+                "Qwen/Qwen3-1.7B",
                 "--served-model-name",
                 "chat",
                 "--revision",
-                "r1",
+                "70d244cc86ccca08cf5af4e1e306ecf9",
                 "--port",
-                "8000",
             ],
-            ["--enable-lora"],
-            id="base",
+            ["--tokenizer-revision"],
+            id="hub-model-pinned-by-model-revision",
+        ),
+        pytest.param(
+            {"model": "Qwen/Qwen3-1.7B"},
+            ["--model", "Qwen/Qwen3-1.7B", "--served-model-name", "chat", "--port"],
+            ["--revision"],
+            id="hub-model-default-branch",
+        ),
+        pytest.param(
+            {"model": "pvc://models/qwen3-1.7b/v2"},
+            ["--model", "/var/lib/sits/volumes/models/qwen3-1.7b/v2", "--served-model-name"],
+            ["--revision"],
+            id="pvc-model-loaded-from-the-mount",
         ),
         pytest.param(
             {"lora": {"adapters": [{"name": "a", "source": "/a"}], "maxLoras": 2}},
@@ -113,6 +130,7 @@ def test_vllm_args(
     args = _container(_deployment(manifests, "chat-v1"), "vllm")["args"]
     joined = " ".join(args)
     assert " ".join(expected_args) in joined
+    assert args.count("--model") == 1
     for absent in absent_args:
         assert absent not in args
     if "vllmArgs" in variant_extra:
@@ -171,6 +189,40 @@ def test_pod_requests_one_mig_slice_and_carries_the_sidecar() -> None:
     }
 
 
+@pytest.mark.parametrize(
+    ("startup_timeout", "failure_threshold"),
+    [
+        pytest.param(None, 90, id="default-15m"),
+        pytest.param("10m", 60, id="10m"),
+        pytest.param("30s", 3, id="minimum"),
+        pytest.param("95s", 10, id="rounded-up-to-cover-the-budget"),
+        pytest.param("1h30m", 540, id="large-model"),
+    ],
+)
+def test_startup_probe_covers_the_startup_budget(
+    startup_timeout: str | None, failure_threshold: int
+) -> None:
+    extra = {} if startup_timeout is None else {"startupTimeout": startup_timeout}
+    deployment = _deployment(render_children(OWNER, spec(variant(**extra)), SETTINGS), "chat-v1")
+    vllm = _container(deployment, "vllm")
+    startup = vllm["startupProbe"]
+    assert startup == {
+        "httpGet": {"path": "/health", "port": "vllm"},
+        "periodSeconds": 10,
+        "failureThreshold": failure_threshold,
+    }
+    # The kubelet starts these only after the startup probe passed: no delays of their own.
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert vllm[probe]["httpGet"] == {"path": "/health", "port": "vllm"}
+        assert "initialDelaySeconds" not in vllm[probe]
+
+
+def test_failed_containers_leave_their_last_log_lines_as_termination_message() -> None:
+    deployment = _deployment(render_children(OWNER, spec(), SETTINGS), "chat-v1")
+    for name in ("vllm", "sits-cache"):
+        assert _container(deployment, name)["terminationMessagePolicy"] == ("FallbackToLogsOnError")
+
+
 def test_services_target_the_sidecar_port() -> None:
     manifests = render_children(OWNER, spec(), SETTINGS)
     services = {m["metadata"]["name"]: m for m in manifests if m["kind"] == "Service"}
@@ -190,6 +242,12 @@ def test_services_target_the_sidecar_port() -> None:
         pytest.param({"revision": "r9"}, {"Deployment/chat-v2", "Service/chat-v2"}, id="revision"),
         pytest.param({"replicas": 3}, {"Deployment/chat-v2"}, id="replicas"),
         pytest.param({"image": "vllm/vllm-openai:v0.12.0"}, {"Deployment/chat-v2"}, id="image"),
+        pytest.param(
+            {"model": "Qwen/Qwen3-1.7B", "modelRevision": "main"},
+            {"Deployment/chat-v2"},
+            id="model-revision",
+        ),
+        pytest.param({"startupTimeout": "40m"}, {"Deployment/chat-v2"}, id="startup-timeout"),
     ],
 )
 def test_template_hash_changes_only_for_the_changed_variant(
@@ -241,3 +299,39 @@ def test_cache_settings_reach_the_sidecar_environment() -> None:
     assert env["SITS_CACHE_SEMANTIC_TTL"] == "10m"
     assert env["SITS_CACHE_UPSTREAM"] == "http://127.0.0.1:8000"
     assert env["SITS_CACHE_REVISION"] == "r1"
+
+
+def test_children_are_part_of_their_sitsdeployment_and_carry_no_argo_instance_label() -> None:
+    """Argo CD tracks its applications by app.kubernetes.io/instance: a child labelled with
+    the SitsDeployment's name there could be pruned by an application of that name."""
+    manifests = render_children(OWNER, spec(), SETTINGS)
+    pod_labels = [
+        m["spec"]["template"]["metadata"]["labels"] for m in manifests if m["kind"] == "Deployment"
+    ]
+    for labels in [m["metadata"]["labels"] for m in manifests] + pod_labels:
+        assert labels[naming.LABEL_PART_OF] == "chat"
+        assert labels[naming.LABEL_DEPLOYMENT] == "chat"
+        assert labels[naming.LABEL_MANAGED_BY] == naming.MANAGED_BY
+        assert "app.kubernetes.io/instance" not in labels
+
+
+def test_selectors_use_only_sits_labels_which_never_change() -> None:
+    """A Deployment's selector is immutable: an operator upgrade must not change it."""
+    for manifest in render_children(OWNER, spec(), SETTINGS):
+        spec_ = manifest["spec"]
+        selector = spec_["selector"]["matchLabels"] if "template" in spec_ else spec_["selector"]
+        assert selector
+        assert all(key.startswith("sits.dev/") for key in selector), selector
+
+
+def test_operator_env_names_are_the_ones_users_may_not_set() -> None:
+    """core/pod_validation.py refuses these names: they must cover what is rendered."""
+    lora = {"adapters": [{"name": "a", "source": "/a"}]}
+    deployment = _deployment(
+        render_children(OWNER, spec(variant(lora=lora), variant("v2", "candidate")), SETTINGS),
+        "chat-v1",
+    )
+    vllm_env = {e["name"] for e in _container(deployment, "vllm")["env"]}
+    assert vllm_env == set(naming.OWNED_VLLM_ENV)
+    for env in _container(deployment, "sits-cache")["env"]:
+        assert env["name"].startswith(naming.SIDECAR_ENV_PREFIX)

@@ -132,3 +132,115 @@ def test_sidecar_sees_resolved_paths_and_a_writable_state_dir() -> None:
 def test_no_claims_no_claim_volumes() -> None:
     pod = _pod(variant())
     assert not [v for v in pod["volumes"] if "persistentVolumeClaim" in v]
+
+
+def _mounted_claims(container: dict[str, Any]) -> dict[str, str]:
+    return {
+        m["mountPath"].rsplit("/", 1)[-1]: m["name"]
+        for m in container["volumeMounts"]
+        if m["mountPath"].startswith("/var/lib/sits/volumes/")
+    }
+
+
+@pytest.mark.parametrize(
+    ("extra", "vllm_claims", "sidecar_claims"),
+    [
+        pytest.param({"model": "pvc://models/qwen3/v2"}, ["models"], [], id="model-only-in-vllm"),
+        pytest.param(
+            {"model": "pvc://adapters/base", "lora": ADAPTERS},
+            ["adapters"],
+            ["adapters"],
+            id="model-and-adapters-share-a-claim",
+        ),
+        pytest.param(
+            {"model": "pvc://models/base", "cache": INDEX},
+            ["models", "rag-indexes"],
+            ["rag-indexes"],
+            id="model-claim-beside-the-index-claim",
+        ),
+        pytest.param({"model": "Qwen/Qwen3-1.7B"}, [], [], id="hub-model-mounts-nothing"),
+    ],
+)
+def test_a_pvc_model_is_mounted_read_only_into_vllm(
+    extra: dict[str, Any], vllm_claims: list[str], sidecar_claims: list[str]
+) -> None:
+    pod = _pod(variant(**extra))
+    volumes = [v for v in pod["volumes"] if "persistentVolumeClaim" in v]
+    assert sorted(v["persistentVolumeClaim"]["claimName"] for v in volumes) == vllm_claims
+    assert all(v["persistentVolumeClaim"]["readOnly"] for v in volumes)
+    vllm = _container(pod, "vllm")
+    assert sorted(_mounted_claims(vllm)) == vllm_claims
+    assert all(m["readOnly"] for m in vllm["volumeMounts"] if m["name"].startswith("pvc-"))
+    assert sorted(_mounted_claims(_container(pod, "sits-cache"))) == sidecar_claims
+
+
+def test_vllm_loads_a_pvc_model_from_where_its_claim_is_mounted() -> None:
+    vllm = _container(_pod(variant(model="pvc://models/qwen3/v2")), "vllm")
+    args = vllm["args"]
+    mount = next(m for m in vllm["volumeMounts"] if m["name"].startswith("pvc-"))
+    assert args[args.index("--model") + 1] == f"{mount['mountPath']}/qwen3/v2"
+
+
+@pytest.mark.parametrize(
+    ("extra", "fragment"),
+    [
+        pytest.param(
+            {"model": "pvc://models"},
+            "spec.variants[0].model: 'pvc://models': expected pvc://<claim>/<path>, with a path",
+            id="pvc-model-without-path",
+        ),
+        pytest.param(
+            {"model": "pvc://models/"},
+            "spec.variants[0].model: 'pvc://models/': expected pvc://<claim>/<path>, with a path",
+            id="pvc-model-empty-path",
+        ),
+        pytest.param(
+            {"model": "pvc://Models/x"},
+            "spec.variants[0].model: 'pvc://Models/x': 'Models' is not a PersistentVolumeClaim",
+            id="pvc-model-bad-claim",
+        ),
+        pytest.param(
+            {"model": "pvc://models/../etc"},
+            "spec.variants[0].model: 'pvc://models/../etc': the path inside the claim must not",
+            id="pvc-model-parent-dir",
+        ),
+        pytest.param(
+            {"model": "s3://bucket/qwen"},
+            "spec.variants[0].model: 's3://bucket/qwen': scheme s3:// is not supported",
+            id="model-s3",
+        ),
+        pytest.param(
+            {"model": "models/qwen/v2"},
+            "spec.variants[0].model: 'models/qwen/v2': expected a Hugging Face repository id",
+            id="model-relative-path",
+        ),
+        pytest.param(
+            {"model": "pvc://models/qwen", "modelRevision": "main"},
+            "spec.variants[0].modelRevision: 'main' is a Hugging Face git ref; model "
+            "'pvc://models/qwen' is not a Hugging Face repository id",
+            id="model-revision-with-pvc-model",
+        ),
+        pytest.param(
+            {"model": "/models/qwen", "modelRevision": "main"},
+            "spec.variants[0].modelRevision: 'main' is a Hugging Face git ref",
+            id="model-revision-with-absolute-path",
+        ),
+    ],
+)
+def test_unloadable_models_name_the_field(extra: dict[str, Any], fragment: str) -> None:
+    problems = semantic_problems(spec(variant(**extra)), OperatorSettings())
+    assert any(fragment in p for p in problems), problems
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        pytest.param({"model": "Qwen/Qwen3-1.7B"}, id="hub-id"),
+        pytest.param({"model": "Qwen/Qwen3-1.7B", "modelRevision": "refs/pr/12"}, id="hub-ref"),
+        pytest.param({"model": "gpt2", "modelRevision": "main"}, id="legacy-hub-id"),
+        pytest.param({"model": "pvc://models/qwen3-1.7b"}, id="pvc-model"),
+        pytest.param({"model": "/opt/models/qwen"}, id="path-in-the-image"),
+    ],
+)
+def test_loadable_models_pass(extra: dict[str, Any]) -> None:
+    assert semantic_problems(spec(variant(**extra)), OperatorSettings()) == []

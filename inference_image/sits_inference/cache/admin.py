@@ -24,10 +24,9 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from aiohttp import web
 
-from sits_inference.gateway import errors
-from sits_inference.gateway.errors import GatewayError
-
-from .relay import error_reply
+from ..openai.errors import ApiError, ErrorType, bad_json
+from .relay import reply
+from .sidecar_metrics import Invalidation
 
 if TYPE_CHECKING:
     from .app import Sidecar
@@ -41,20 +40,20 @@ def routes(sidecar: Sidecar) -> list[web.RouteDef]:
         try:
             _authorise(sidecar, request)
             filters = _filters(await request.read())
-        except GatewayError as err:
-            return error_reply(err)
+        except ApiError as err:
+            return reply(err)
         semantic = sidecar.tiers.semantic
         removed = 0
         if semantic is not None:
             removed = await sidecar.in_thread(lambda: semantic.invalidate(**filters))
-        sidecar.metrics.invalidations.labels("admin").inc(removed)
+        sidecar.metrics.invalidations.labels(Invalidation.ADMIN).inc(removed)
         return web.json_response({"removed": removed, "filters": filters})
 
     async def stats(request: web.Request) -> web.Response:
         try:
             _authorise(sidecar, request)
-        except GatewayError as err:
-            return error_reply(err)
+        except ApiError as err:
+            return reply(err)
         return web.json_response(await _stats(sidecar), dumps=_dumps)
 
     return [
@@ -69,37 +68,37 @@ def _authorise(sidecar: Sidecar, request: web.Request) -> None:
         return
     given = request.headers.get("Authorization", "")
     if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
-        raise GatewayError(
+        raise ApiError(
             401, "The admin endpoints need 'Authorization: Bearer <token>'.",
-            type="authentication_error", code="invalid_admin_token",
+            type=ErrorType.AUTHENTICATION, code="invalid_admin_token",
         )  # fmt: skip
 
 
 def _filters(raw: bytes) -> dict[str, str]:
     """The L1 ``invalidate`` keyword arguments for a request body."""
     if len(raw) > _MAX_BODY:
-        raise GatewayError(413, "The invalidation request is too large.", code="body_too_large")
+        raise ApiError(413, "The invalidation request is too large.", code="body_too_large")
     if not raw.strip():
         return {}
     try:
         doc = orjson.loads(raw)
     except orjson.JSONDecodeError as err:
-        raise errors.bad_json(str(err)) from None
+        raise bad_json(str(err)) from None
     if not isinstance(doc, dict):
-        raise errors.bad_json("the body must be a JSON object")
+        raise bad_json("the body must be a JSON object")
     unknown = sorted(set(doc) - _FILTERS)
     if unknown:
-        raise GatewayError(
+        raise ApiError(
             400, f"Unknown filters {unknown}; use {sorted(_FILTERS)}.", code="unknown_filter"
         )
     values = {k: v for k, v in doc.items() if v is not None}
     for key, value in values.items():
         if not isinstance(value, str) or not value:
-            raise GatewayError(400, f"'{key}' must be a non-empty string.", param=key)
+            raise ApiError(400, f"'{key}' must be a non-empty string.", param=key)
     if "adapter" in values:
         adapter = values.pop("adapter")
         if values.setdefault("model", adapter) != adapter:
-            raise GatewayError(400, "'model' and 'adapter' name different models.", param="adapter")
+            raise ApiError(400, "'model' and 'adapter' name different models.", param="adapter")
     return values
 
 
@@ -131,6 +130,6 @@ async def _stats(sidecar: Sidecar) -> dict[str, Any]:
         "settings": _plain({**dataclasses.asdict(sidecar.settings), "admin_token": None}),
         "upstream": sidecar.monitor.describe(),
         "semantic": _plain(semantic) if semantic is not None else {"enabled": False},
-        "lora": tiers.residency.describe() if tiers.residency is not None else [],
-        "vector": {"enabled": tiers.retrieval is not None},
+        "lora": tiers.lora.describe() if tiers.lora is not None else [],
+        "vector": {"enabled": tiers.vector is not None},
     }

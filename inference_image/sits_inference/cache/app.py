@@ -34,21 +34,27 @@ from typing import Any, TypeVar
 import aiohttp
 import orjson
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from sits_inference.gateway import errors
-from sits_inference.gateway.errors import GatewayError
-
+from ..openai.errors import ApiError, ErrorType
+from ..openai.replies import metrics_reply
+from ..openai.serving import start_site
 from . import admin
 from .coalesce import MissCoalescer
 from .completions import CachedCompletion, Kind, response_document, stream_events
-from .inference import InferenceCall, read_call
-from .lora import AdapterLease, AdapterResidency, AdapterUnavailable
+from .lora import AdapterLease, AdapterUnavailable, LoraResidency
 from .metrics import CacheMetrics
-from .relay import CACHE_HEADER, Forward, Relay, error_reply, unavailable
-from .semantic import Admission, CacheRequest, Hit
+from .relay import CACHE_HEADER, Forward, Relay, reply, unavailable
+from .request import InferenceCall, read_call
+from .semantic import Admission, CacheRequest, Hit, SkipReason
 from .settings import SidecarSettings
-from .sidecar_metrics import Outcome, SidecarMetrics
+from .sidecar_metrics import (
+    CoalesceResult,
+    Invalidation,
+    Outcome,
+    SidecarMetrics,
+    StoreResult,
+    UpstreamFailure,
+)
 from .tiers import Tiers, lease_for
 from .upstream import CameUp, UpstreamMonitor
 
@@ -66,7 +72,7 @@ COALESCED_HEADER = "x-sits-cache-coalesced"
 class Decision:
     outcome: Outcome
     admission: Admission | None = None
-    reason: str | None = None
+    reason: SkipReason | None = None
 
 
 class Sidecar:
@@ -103,10 +109,10 @@ class Sidecar:
             connect_timeout_s=self.settings.connect_timeout_s,
             read_timeout_s=self.settings.upstream_timeout_s,
         )  # fmt: skip
-        if self.tiers.retrieval is not None:
-            await self.tiers.retrieval.start()
-        if self.tiers.residency is not None:
-            await self.tiers.residency.start()  # before the first check may call it
+        if self.tiers.vector is not None:
+            await self.tiers.vector.start()
+        if self.tiers.lora is not None:
+            await self.tiers.lora.start()  # before the first check may call it
         await self._monitor.check()
         self._monitor.start()
 
@@ -116,10 +122,10 @@ class Sidecar:
         for task in list(self._background):
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
-        if self.tiers.residency is not None:
-            await self.tiers.residency.close()
-        if self.tiers.retrieval is not None:
-            await self.tiers.retrieval.close()
+        if self.tiers.lora is not None:
+            await self.tiers.lora.close()
+        if self.tiers.vector is not None:
+            await self.tiers.vector.close()
         if self._session is not None:
             await self._session.close()
         self._executor.shutdown(wait=False, cancel_futures=True)
@@ -142,8 +148,8 @@ class Sidecar:
         app.router.add_get("/health", self.health)
         app.router.add_get("/metrics", self.metrics_page)
         app.router.add_routes(admin.routes(self))
-        if self.tiers.retrieval is not None:
-            app.router.add_routes(self.tiers.retrieval.routes())
+        if self.tiers.vector is not None:
+            app.router.add_routes(self.tiers.vector.routes())
         app.router.add_route("*", "/{tail:.*}", self.passthrough)
         return app
 
@@ -166,14 +172,14 @@ class Sidecar:
         idempotent, so also at the first sight of vLLM: pinned adapters load at once)."""
         if event.model_changed and self.tiers.semantic is not None:
             removed = await self.in_thread(self.tiers.semantic.invalidate)
-            self.metrics.invalidations.labels("model_changed").inc(removed)
+            self.metrics.invalidations.labels(Invalidation.MODEL_CHANGED).inc(removed)
             log.warning(
                 "vLLM now serves %s (was %s): %d cached answers dropped",
                 event.current, event.previous, removed,
             )  # fmt: skip
-        residency = self.tiers.residency
-        if residency is not None:
-            self.spawn(residency.upstream_restarted(), "sits-cache-lora-reapply")
+        lora = self.tiers.lora
+        if lora is not None:
+            self.spawn(lora.upstream_restarted(), "sits-cache-lora-reapply")
 
     # -- plain endpoints -------------------------------------------------------------------
 
@@ -184,35 +190,34 @@ class Sidecar:
         return web.json_response(body, status=200 if up else 503)
 
     async def metrics_page(self, request: web.Request) -> web.Response:
-        body = generate_latest(self.cache_metrics.registry)
-        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+        return metrics_reply(self.cache_metrics.registry)
 
     async def passthrough(self, request: web.Request) -> web.StreamResponse:
         return await self.relay.passthrough(request)
 
     async def models(self, request: web.Request) -> web.StreamResponse:
         """vLLM's list, with L3's versioned adapter names shown as clients use them."""
-        residency = self.tiers.residency
-        if residency is None:
+        lora = self.tiers.lora
+        if lora is None:
             return await self.relay.passthrough(request)
-        return await self.relay.rewrite_json(request, lambda doc: rename_models(doc, residency))
+        return await self.relay.rewrite_json(request, lambda doc: rename_models(doc, lora))
 
     # -- chat and completions --------------------------------------------------------------
 
     def _inference(self, kind: Kind) -> Handler:
         async def handle(request: web.Request) -> web.StreamResponse:
             started = time.perf_counter()
-            outcome: Outcome = "cancelled"  # unless decided: the client left (aiohttp cancels)
+            outcome = Outcome.CANCELLED  # unless decided: the client left (aiohttp cancels)
             try:
                 try:
                     call = await read_call(request, kind, self.settings.max_body_bytes)
-                except GatewayError as err:
-                    outcome = "rejected"
-                    return error_reply(err)
+                except ApiError as err:
+                    outcome = Outcome.REJECTED
+                    return reply(err)
                 response, outcome = await self._serve(request, call)
                 return response
             except Exception:
-                outcome = "error"
+                outcome = Outcome.ERROR
                 raise
             finally:
                 self.metrics.requests.labels(outcome).inc()
@@ -225,16 +230,14 @@ class Sidecar:
     ) -> tuple[web.StreamResponse, Outcome]:
         bypass = request.headers.get(CACHE_HEADER, "").strip().lower() == "bypass"
         try:
-            async with lease_for(self.tiers.residency, call.model) as lease:
+            async with lease_for(self.tiers.lora, call.model) as lease:
                 return await self._with_lease(request, call, lease, bypass)
         except AdapterUnavailable as err:
             if err.status != 404:
-                self.metrics.upstream_errors.labels("unavailable").inc()
+                self.metrics.upstream_errors.labels(UpstreamFailure.UNAVAILABLE).inc()
             code = "model_not_found" if err.status == 404 else "adapter_unavailable"
-            type_ = errors.NOT_FOUND if err.status == 404 else errors.UNAVAILABLE
-            return error_reply(
-                GatewayError(err.status, err.message, type=type_, code=code)
-            ), "error"
+            type_ = ErrorType.NOT_FOUND if err.status == 404 else ErrorType.UNAVAILABLE
+            return reply(ApiError(err.status, err.message, type=type_, code=code)), Outcome.ERROR
 
     async def _with_lease(
         self, request: web.Request, call: InferenceCall, lease: AdapterLease | None, bypass: bool
@@ -248,16 +251,16 @@ class Sidecar:
             hit = await self._lookup(decision.admission)
             served = await self._from_hit(request, call, hit) if hit is not None else None
             if served is not None:
-                return served, "hit"
+                return served, Outcome.HIT
         if not self.monitor.up:
-            self.metrics.upstream_errors.labels("unavailable").inc()
-            return error_reply(unavailable(self.monitor.detail), headers), "error"
+            self.metrics.upstream_errors.labels(UpstreamFailure.UNAVAILABLE).inc()
+            return reply(unavailable(self.monitor.detail), headers), Outcome.ERROR
         admission = decision.admission
         key = None if admission is None else (admission.partition, admission.exact)
         if admission is not None and not call.stream:
             followed = await self._follow(request, call, admission)
             if followed is not None:
-                return followed, "hit"
+                return followed, Outcome.HIT
         storing = admission is not None
         add_usage = storing and call.stream and not call.include_usage
         served_model = lease.served_name if lease is not None else call.model
@@ -270,7 +273,7 @@ class Sidecar:
         )  # fmt: skip
         async with self._coalescer.lead(key):
             response = await self.relay.inference(request, fwd)
-        return response, decision.outcome if response.status < 500 else "error"
+        return response, decision.outcome if response.status < 500 else Outcome.ERROR
 
     async def _follow(
         self, request: web.Request, call: InferenceCall, admission: Admission
@@ -280,11 +283,12 @@ class Sidecar:
         if not self._coalescer.leading(key):
             return None
         if not await self._coalescer.follow(key):
-            self.metrics.coalesced.labels("timeout").inc()
+            self.metrics.coalesced.labels(CoalesceResult.TIMEOUT).inc()
             return None
         hit = await self._lookup(admission)
         served = await self._from_hit(request, call, hit) if hit is not None else None
-        self.metrics.coalesced.labels("hit" if served is not None else "miss").inc()
+        found = CoalesceResult.HIT if served is not None else CoalesceResult.MISS
+        self.metrics.coalesced.labels(found).inc()
         if served is not None:
             served.headers[COALESCED_HEADER] = "true"
         return served
@@ -292,9 +296,9 @@ class Sidecar:
     def _decide(self, call: InferenceCall, lease: AdapterLease | None, bypass: bool) -> Decision:
         semantic = self.tiers.semantic
         if bypass:
-            return Decision("bypass")
+            return Decision(Outcome.BYPASS)
         if semantic is None:
-            return self._skip("disabled")
+            return self._skip(SkipReason.DISABLED)
         request = CacheRequest(
             kind=call.kind, body=call.doc, model=call.model, revision=self.settings.revision,
             adapter_digest=lease.digest if lease is not None else None,
@@ -303,14 +307,14 @@ class Sidecar:
             admission = semantic.admit(request)
         except Exception:  # L1 must never turn a valid request into a crash
             log.exception("L1 admit failed; request not cached")
-            return self._skip("admit-error")
-        if not admission.cacheable:
+            return self._skip(SkipReason.ADMIT_ERROR)
+        if admission.reason is not None:  # not cacheable, and why
             return self._skip(admission.reason)
-        return Decision("miss", admission)
+        return Decision(Outcome.MISS, admission)
 
-    def _skip(self, reason: str) -> Decision:
+    def _skip(self, reason: SkipReason) -> Decision:
         self.metrics.skipped.labels(reason).inc()
-        return Decision("skip", reason=reason)
+        return Decision(Outcome.SKIP, reason=reason)
 
     async def _lookup(self, admission: Admission) -> Hit | None:
         assert self.tiers.semantic is not None
@@ -328,10 +332,10 @@ class Sidecar:
             try:
                 await self.in_thread(semantic.store, admission, cached.to_payload())
             except Exception:
-                self.metrics.stores.labels("failed").inc()
+                self.metrics.stores.labels(StoreResult.FAILED).inc()
                 log.exception("L1 store failed")
             else:
-                self.metrics.stores.labels("stored").inc()
+                self.metrics.stores.labels(StoreResult.STORED).inc()
 
         return store
 
@@ -348,7 +352,7 @@ class Sidecar:
         if cached.kind != call.kind:
             return None
         headers = {
-            CACHE_HEADER: "hit",
+            CACHE_HEADER: Outcome.HIT,
             SIMILARITY_HEADER: f"{hit.similarity:.4f}",
             AGE_HEADER: f"{hit.age_seconds:.1f}",
         }
@@ -378,12 +382,12 @@ class Sidecar:
         return response
 
 
-def rename_models(doc: Any, residency: AdapterResidency) -> Any:
+def rename_models(doc: Any, lora: LoraResidency) -> Any:
     """``a1@3f2a9c`` -> ``a1`` in a ``/v1/models`` answer (ids only; roots keep paths)."""
     if isinstance(doc, dict) and isinstance(doc.get("data"), list):
         for card in doc["data"]:
             if isinstance(card, dict) and isinstance(card.get("id"), str):
-                card["id"] = residency.client_name(card["id"]) or card["id"]
+                card["id"] = lora.client_name(card["id"]) or card["id"]
     return doc
 
 
@@ -406,11 +410,5 @@ async def start_sidecar(
     """Open the sidecar and serve it on ``settings.host:settings.port`` (0: any free port)."""
     sidecar = Sidecar(settings, metrics, tiers)
     await sidecar.open()
-    runner = web.AppRunner(
-        sidecar.app(), handler_cancellation=True, access_log=None, shutdown_timeout=1.0
-    )
-    await runner.setup()
-    site = web.TCPSite(runner, settings.host, settings.port, backlog=1024)
-    await site.start()
-    port = runner.addresses[0][1]
-    return RunningSidecar(sidecar, runner, f"http://{settings.host}:{port}")
+    runner, url = await start_site(sidecar.app(), settings.host, settings.port)
+    return RunningSidecar(sidecar, runner, url)

@@ -11,12 +11,11 @@ served with a value nobody asked for.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import signal
 import sys
 from collections.abc import Sequence
 
+from ..openai.serving import run_loop, stop_on_signals
 from .metrics import CacheMetrics
 from .settings import SettingsError, SidecarSettings, load_settings
 from .tiers import build_tiers
@@ -29,10 +28,7 @@ async def serve(settings: SidecarSettings, stop: asyncio.Event | None = None) ->
     from .app import start_sidecar  # after logging is set up: it imports the tiers
 
     stop = stop or asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, stop.set)
+    stop_on_signals(stop)
     metrics = CacheMetrics()
     log.info("loading cache tiers")
     tiers = await asyncio.to_thread(build_tiers, settings, metrics)
@@ -40,8 +36,8 @@ async def serve(settings: SidecarSettings, stop: asyncio.Event | None = None) ->
     log.info(
         "sits-cache listening on %s, vLLM at %s (revision %r; L1 %s, L2 %s, L3 %s)",
         running.url, settings.upstream, settings.revision,
-        "on" if tiers.semantic else "off", "on" if tiers.retrieval else "off",
-        f"{len(settings.lora_adapters)} adapters" if tiers.residency else "off",
+        "on" if tiers.semantic else "off", "on" if tiers.vector else "off",
+        f"{len(settings.lora_adapters)} adapters" if tiers.lora else "off",
     )  # fmt: skip
     try:
         await stop.wait()
@@ -50,12 +46,7 @@ async def serve(settings: SidecarSettings, stop: asyncio.Event | None = None) ->
 
 
 def run(settings: SidecarSettings) -> None:
-    try:
-        import uvloop
-    except ImportError:
-        asyncio.run(serve(settings))
-    else:
-        uvloop.run(serve(settings))
+    run_loop(serve(settings))
 
 
 def main(argv: Sequence[str] | None = None) -> None:

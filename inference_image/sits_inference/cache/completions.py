@@ -23,12 +23,13 @@ from typing import Any, Final, Literal
 
 import orjson
 
+from ..openai.sse import DONE_EVENT, data_event
+
 Kind = Literal["chat", "completion"]
 FORMAT_VERSION: Final = 1
 # Characters per replayed content chunk: small enough to look like a stream to clients
 # that render progressively, large enough that a long answer is a few dozen events.
 REPLAY_PIECE_CHARS: Final = 32
-DONE_EVENT: Final = b"data: [DONE]\n\n"
 
 _CHOICE_KEYS: Final = frozenset({"index", "finish_reason", "stop_reason"})
 _CHAT_MESSAGE_KEYS: Final = frozenset({"role", "content"})
@@ -185,10 +186,6 @@ def _pieces(text: str, size: int) -> Iterator[str]:
         yield text[start : start + size]
 
 
-def _event(doc: Mapping[str, Any]) -> bytes:
-    return b"data: " + orjson.dumps(doc) + b"\n\n"
-
-
 def _chunk_choices(kind: Kind, choice: CachedChoice, piece_chars: int) -> Iterator[dict[str, Any]]:
     """The per-choice deltas of a stream, in the order vLLM and OpenAI send them."""
     i = choice.index
@@ -225,11 +222,11 @@ def stream_events(
     if cached.system_fingerprint is not None:
         head["system_fingerprint"] = cached.system_fingerprint
     events = [
-        _event({**head, "choices": [delta]})
+        data_event({**head, "choices": [delta]})
         for choice in cached.choices
         for delta in _chunk_choices(cached.kind, choice, piece_chars)
     ]
     if include_usage and cached.usage is not None:
-        events.append(_event({**head, "choices": [], "usage": dict(cached.usage)}))
+        events.append(data_event({**head, "choices": [], "usage": dict(cached.usage)}))
     events.append(DONE_EVENT)
     return events

@@ -3,19 +3,38 @@
 Why one shared object: the three tiers answer the same questions (did it hit, how long
 did the lookup take, how much does it hold, what did it throw away), and operators want
 one dashboard that compares them. The series common to every tier live here, labelled
-`tier` = `semantic` | `vector` | `lora`; a tier registers series only it has (for example
+`tier` = `semantic` | `vector` | `lora` (``Tier``); a tier registers series only it has (for example
 rejected near-matches, resident inverted lists, adapter loads) on `CacheMetrics.registry`
 with the same `sits_cache_` prefix. vLLM's own `vllm:*` names are never reused.
 """
 
 from __future__ import annotations
 
-from typing import Final, Literal
+import enum
+from typing import Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-Tier = Literal["semantic", "vector", "lora"]
-TIERS: Final[tuple[Tier, ...]] = ("semantic", "vector", "lora")
+
+class Tier(enum.StrEnum):
+    """The ``tier`` label: one word per tier, as in the settings (``SITS_CACHE_<TIER>_*``),
+    the packages (``cache/<tier>/``) and the SitsDeployment (``cache.semantic``,
+    ``cache.vectorIndex``, ``cache.lora``)."""
+
+    SEMANTIC = "semantic"  # L1
+    VECTOR = "vector"  # L2
+    LORA = "lora"  # L3
+
+
+class Eviction(enum.StrEnum):
+    """Why a tier gave something up (``reason`` of ``sits_cache_evictions_total``)."""
+
+    MAX_ENTRIES = "max_entries"  # L1: over its entry limit
+    MAX_BYTES = "max_bytes"  # L1: over its memory limit
+    COLD = "cold"  # L2: an inverted list no longer hot
+    CAPACITY = "capacity"  # L3: a slot was needed for another adapter
+    STALE_VERSION = "stale_version"  # L3: an older version of an adapter
+
 
 # Lookups are meant to take well under 20 ms; the tail buckets catch cold pages and
 # adapter loads, which take seconds.
@@ -68,7 +87,7 @@ class CacheMetrics:
             ["tier", "reason"],
             registry=r,
         )
-        for tier in TIERS:
+        for tier in Tier:
             # Zero-initialise so that rate() works from the first scrape.
             self.hits.labels(tier)
             self.misses.labels(tier)

@@ -23,13 +23,21 @@ from aiohttp import web
 from multidict import CIMultiDict
 from yarl import URL
 
-from sits_inference.gateway import errors
-from sits_inference.gateway.errors import GatewayError
-from sits_inference.gateway.proxy import relayed_headers, upstream_headers
-
-from .completions import DONE_EVENT, CachedCompletion, Kind, from_response
-from .sidecar_metrics import SidecarMetrics
-from .sse import DONE, SseSplitter, StreamAssembler, event_data, parse_event_json
+from ..openai.errors import JSON_ERRORS, ApiError, ErrorType, sse_error_event
+from ..openai.headers import relayed_headers, upstream_headers
+from ..openai.replies import error_reply
+from ..openai.sse import (
+    DONE_EVENT,
+    SseSplitter,
+    data_event,
+    event_data,
+    is_done,
+    is_usage_only,
+    parse_event_json,
+)
+from .assembler import StreamAssembler
+from .completions import CachedCompletion, Kind, from_response
+from .sidecar_metrics import SidecarMetrics, StoreResult, UpstreamFailure
 from .upstream import UpstreamMonitor
 
 log = logging.getLogger("sits_inference.cache.relay")
@@ -38,27 +46,24 @@ CACHE_HEADER = "x-sits-cache"
 # Passthrough bodies up to this size are read whole (so a closed pooled connection can be
 # retried); larger ones are streamed to vLLM as they arrive.
 _READ_WHOLE = 1 << 20
-_JSON_ERRORS = (orjson.JSONDecodeError, UnicodeDecodeError, RecursionError)
+# A 503 of the sidecar means vLLM is restarting: worth another try a second later.
+RETRY_AFTER_S = 1
 
 Store = Callable[[CachedCompletion], Awaitable[None]]
 
 
-def unavailable(detail: str) -> GatewayError:
-    return GatewayError(
+def unavailable(detail: str) -> ApiError:
+    return ApiError(
         503,
         f"The model server is not available ({detail}); retry shortly.",
-        type=errors.UNAVAILABLE,
+        type=ErrorType.UNAVAILABLE,
         code="upstream_unavailable",
     )
 
 
-def error_reply(err: GatewayError, headers: Mapping[str, str] | None = None) -> web.Response:
-    extra = dict(headers or {})
-    if err.status == 503:
-        extra["Retry-After"] = "1"
-    return web.Response(
-        body=err.body(), status=err.status, content_type="application/json", headers=extra
-    )
+def reply(err: ApiError, headers: Mapping[str, str] | None = None) -> web.Response:
+    """The sidecar's own error answer (a 503 with ``Retry-After``)."""
+    return error_reply(err, headers, retry_after_s=RETRY_AFTER_S)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,8 +116,8 @@ class Relay:
                 if upstream.content_type == "text/event-stream":
                     return await _StreamRelay(request, upstream, fwd, self._metrics).run()
                 return await self._whole(upstream, fwd)
-        except GatewayError as err:
-            return error_reply(err, fwd.cache_headers)
+        except ApiError as err:
+            return reply(err, fwd.cache_headers)
 
     async def _whole(self, upstream: aiohttp.ClientResponse, fwd: Forward) -> web.Response:
         try:
@@ -125,7 +130,7 @@ class Relay:
         if ok and (fwd.store is not None or fwd.rewrite):
             body = await self._inspect(body, fwd)
         elif fwd.store is not None:
-            self._metrics.stores.labels("not_storable").inc()
+            self._metrics.stores.labels(StoreResult.NOT_STORABLE).inc()
         headers = relayed_headers(upstream.headers, fwd.cache_headers)
         return web.Response(body=body, status=upstream.status, headers=headers)
 
@@ -133,14 +138,14 @@ class Relay:
         """Store the complete answer; give it the client's model name back."""
         try:
             doc = orjson.loads(body)
-        except _JSON_ERRORS:
+        except JSON_ERRORS:
             if fwd.store is not None:
-                self._metrics.stores.labels("not_storable").inc()
+                self._metrics.stores.labels(StoreResult.NOT_STORABLE).inc()
             return body
         if fwd.store is not None:
             cached = from_response(fwd.kind, doc)
             if cached is None:
-                self._metrics.stores.labels("not_storable").inc()
+                self._metrics.stores.labels(StoreResult.NOT_STORABLE).inc()
             else:
                 await fwd.store(cached)
         if fwd.rewrite and isinstance(doc, dict) and doc.get("model") == fwd.served_model:
@@ -153,8 +158,8 @@ class Relay:
     async def passthrough(self, request: web.Request) -> web.StreamResponse:
         """Any other path and method, unchanged both ways (streamed both ways)."""
         if not self._monitor.up:
-            self._metrics.upstream_errors.labels("unavailable").inc()
-            return error_reply(unavailable(self._monitor.detail))
+            self._metrics.upstream_errors.labels(UpstreamFailure.UNAVAILABLE).inc()
+            return reply(unavailable(self._monitor.detail))
         headers = upstream_headers(request.headers, request.remote)
         body: bytes | aiohttp.StreamReader | None = None
         if request.body_exists:
@@ -165,16 +170,16 @@ class Relay:
             upstream = await self._send(request.method, request.raw_path, body, headers)
             async with upstream:
                 return await self._pump(request, upstream)
-        except GatewayError as err:
-            return error_reply(err)
+        except ApiError as err:
+            return reply(err)
 
     async def rewrite_json(
         self, request: web.Request, rewrite: Callable[[Any], Any]
     ) -> web.StreamResponse:
         """A small JSON GET whose answer the sidecar edits (e.g. model names)."""
         if not self._monitor.up:
-            self._metrics.upstream_errors.labels("unavailable").inc()
-            return error_reply(unavailable(self._monitor.detail))
+            self._metrics.upstream_errors.labels(UpstreamFailure.UNAVAILABLE).inc()
+            return reply(unavailable(self._monitor.detail))
         headers = upstream_headers(request.headers, request.remote)
         try:
             upstream = await self._send(request.method, request.raw_path, None, headers)
@@ -182,15 +187,15 @@ class Relay:
                 body = await upstream.read()
                 ok = upstream.status == 200 and upstream.content_type == "application/json"
                 if ok:
-                    with contextlib.suppress(*_JSON_ERRORS):
+                    with contextlib.suppress(*JSON_ERRORS):
                         body = orjson.dumps(rewrite(orjson.loads(body)))
                 return web.Response(
                     body=body, status=upstream.status, headers=relayed_headers(upstream.headers, {})
                 )
-        except GatewayError as err:
-            return error_reply(err)
+        except ApiError as err:
+            return reply(err)
         except (TimeoutError, aiohttp.ClientError) as exc:
-            return error_reply(self._broken(exc))
+            return reply(self._broken(exc))
 
     async def _pump(
         self, request: web.Request, upstream: aiohttp.ClientResponse
@@ -206,7 +211,7 @@ class Relay:
                 await response.write(chunk)
             await response.write_eof()
         except (TimeoutError, aiohttp.ClientError) as exc:
-            self._metrics.upstream_errors.labels("stream_broken").inc()
+            self._metrics.upstream_errors.labels(UpstreamFailure.STREAM_BROKEN).inc()
             log.warning("passthrough %s broke: %s", request.path, type(exc).__name__)
             _abort(request)
         except ConnectionError:
@@ -238,7 +243,7 @@ class Relay:
                 if attempt + 1 == attempts:
                     raise self._broken(exc) from None
             except aiohttp.ClientConnectorError as exc:
-                self._metrics.upstream_errors.labels("unavailable").inc()
+                self._metrics.upstream_errors.labels(UpstreamFailure.UNAVAILABLE).inc()
                 self._monitor.poke()
                 raise unavailable(f"connection refused: {exc.os_error}") from None
             except TimeoutError:
@@ -247,19 +252,19 @@ class Relay:
                 raise self._broken(exc) from None
         raise AssertionError("unreachable")
 
-    def _timed_out(self) -> GatewayError:
-        self._metrics.upstream_errors.labels("timeout").inc()
-        return GatewayError(
+    def _timed_out(self) -> ApiError:
+        self._metrics.upstream_errors.labels(UpstreamFailure.TIMEOUT).inc()
+        return ApiError(
             504, f"The model server did not answer within {self._read_timeout_s:g} s.",
-            type=errors.TIMEOUT, code="upstream_timeout",
+            type=ErrorType.TIMEOUT, code="upstream_timeout",
         )  # fmt: skip
 
-    def _broken(self, exc: BaseException) -> GatewayError:
-        self._metrics.upstream_errors.labels("connection").inc()
+    def _broken(self, exc: BaseException) -> ApiError:
+        self._metrics.upstream_errors.labels(UpstreamFailure.CONNECTION).inc()
         self._monitor.poke()
-        return GatewayError(
+        return ApiError(
             502, f"The connection to the model server broke ({type(exc).__name__}).",
-            type=errors.UPSTREAM, code="bad_gateway",
+            type=ErrorType.UPSTREAM, code="bad_gateway",
         )  # fmt: skip
 
 
@@ -302,14 +307,14 @@ class _StreamRelay:
                 await self._response.write(tail)
             await self._response.write_eof()
         except TimeoutError:
-            await self._fail("timeout", 504, "the model server stopped sending")
+            await self._fail(UpstreamFailure.TIMEOUT, 504, "the model server stopped sending")
         except aiohttp.ClientError:
-            await self._fail("stream_broken", 502, "the model server's stream broke")
+            await self._fail(UpstreamFailure.STREAM_BROKEN, 502, "the model server's stream broke")
         except ConnectionError:
             self._upstream.close()  # the client left: vLLM stops generating
         finally:
             if self._fwd.store is not None and not self._offered:
-                self._metrics.stores.labels("not_storable").inc()
+                self._metrics.stores.labels(StoreResult.NOT_STORABLE).inc()
         return self._response
 
     def _not_whole(self, reason: str) -> None:
@@ -325,7 +330,7 @@ class _StreamRelay:
                 out.append(event)
                 continue
             data = event_data(event)
-            if data is not None and data.strip() == DONE:
+            if is_done(data):
                 await self._finish(out)
                 out = [DONE_EVENT]
                 continue
@@ -344,11 +349,11 @@ class _StreamRelay:
             return event
         if self._assembler is not None:
             self._assembler.feed(doc)
-        if self._fwd.strip_usage and doc.get("usage") and not doc.get("choices"):
+        if self._fwd.strip_usage and is_usage_only(doc):
             return b""
         if self._fwd.rewrite and doc.get("model") == self._fwd.served_model:
             doc["model"] = self._fwd.client_model
-            return b"data: " + orjson.dumps(doc) + b"\n\n"
+            return data_event(doc)
         return event
 
     async def _finish(self, pending: list[bytes]) -> None:
@@ -361,15 +366,15 @@ class _StreamRelay:
         self._assembler.feed_done()
         cached = self._assembler.result()
         if cached is None:
-            self._metrics.stores.labels("not_storable").inc()
+            self._metrics.stores.labels(StoreResult.NOT_STORABLE).inc()
             log.debug("streamed answer not stored: %s", self._assembler.failed or "incomplete")
         else:
             await self._fwd.store(cached)
         self._assembler = None  # stored or refused: once
 
-    async def _fail(self, kind: str, code: int, message: str) -> None:
+    async def _fail(self, kind: UpstreamFailure, code: int, message: str) -> None:
         self._metrics.upstream_errors.labels(kind).inc()
         self._upstream.close()
         with contextlib.suppress(ConnectionError):
-            await self._response.write(errors.sse_error_event(message, errors.UPSTREAM, code))
+            await self._response.write(sse_error_event(message, ErrorType.UPSTREAM, code))
         _abort(self._request)

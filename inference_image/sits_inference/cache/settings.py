@@ -281,7 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sits-cache",
         description="The SITS cache sidecar: an OpenAI-compatible proxy in front of vLLM with "
-        "an L1 semantic cache, L2 vector retrieval and L3 LoRA adapter residency.",
+        "an L1 semantic cache, an L2 vector index and L3 LoRA adapter residency.",
         epilog=f"Every flag also reads {ENV_PREFIX}<NAME> (e.g. --semantic-ttl from "
         f"{ENV_PREFIX}SEMANTIC_TTL); a flag wins over its variable.",
     )

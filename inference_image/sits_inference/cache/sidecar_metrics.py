@@ -8,17 +8,57 @@ per-outcome latency histogram is what shows a hit's benefit on a dashboard.
 
 from __future__ import annotations
 
-from typing import Final, Literal
+import enum
+from typing import Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-Outcome = Literal["hit", "miss", "bypass", "skip", "error", "rejected", "cancelled"]
-OUTCOMES: Final[tuple[Outcome, ...]] = (
-    "hit", "miss", "bypass", "skip", "error", "rejected", "cancelled",
-)  # fmt: skip
-UPSTREAM_ERRORS: Final = ("unavailable", "timeout", "connection", "stream_broken")
-STORE_RESULTS: Final = ("stored", "not_storable", "failed")
-COALESCE_RESULTS: Final = ("hit", "miss", "timeout")
+
+class Outcome(enum.StrEnum):
+    """What the sidecar did with a chat or completion request (``x-sits-cache`` for the
+    first four; the ``outcome`` label of ``sits_cache_requests_total``)."""
+
+    HIT = "hit"
+    MISS = "miss"
+    BYPASS = "bypass"
+    SKIP = "skip"
+    ERROR = "error"
+    REJECTED = "rejected"
+    CANCELLED = "cancelled"
+
+
+class UpstreamFailure(enum.StrEnum):
+    """Why vLLM could not serve a request (``sits_cache_upstream_errors_total{kind}``)."""
+
+    UNAVAILABLE = "unavailable"
+    TIMEOUT = "timeout"
+    CONNECTION = "connection"
+    STREAM_BROKEN = "stream_broken"
+
+
+class StoreResult(enum.StrEnum):
+    """What became of a completed miss offered to L1 (``sits_cache_stores_total{result}``)."""
+
+    STORED = "stored"
+    NOT_STORABLE = "not_storable"
+    FAILED = "failed"
+
+
+class CoalesceResult(enum.StrEnum):
+    """What a request waiting for an identical one found (``sits_cache_coalesced_total``)."""
+
+    HIT = "hit"
+    MISS = "miss"
+    TIMEOUT = "timeout"
+
+
+class Invalidation(enum.StrEnum):
+    """Why L1 entries were dropped (``sits_cache_invalidated_entries_total{reason}``)."""
+
+    ADMIN = "admin"
+    MODEL_CHANGED = "model_changed"
+
+
 DURATION_BUCKETS: Final = (
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 )  # fmt: skip
@@ -84,11 +124,11 @@ class SidecarMetrics:
             "Distinct cacheable requests at vLLM right now that identical ones would wait for.",
             registry=r,
         )
-        for result in COALESCE_RESULTS:
-            self.coalesced.labels(result)
-        for outcome in OUTCOMES:
+        for found in CoalesceResult:
+            self.coalesced.labels(found)
+        for outcome in Outcome:
             self.requests.labels(outcome)
-        for kind in UPSTREAM_ERRORS:
+        for kind in UpstreamFailure:
             self.upstream_errors.labels(kind)
-        for result in STORE_RESULTS:
-            self.stores.labels(result)
+        for stored in StoreResult:
+            self.stores.labels(stored)

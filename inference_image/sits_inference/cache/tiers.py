@@ -19,18 +19,21 @@ from .settings import ENV_PREFIX, SettingsError, SidecarSettings
 
 if TYPE_CHECKING:
     from .embedding import Embedder
-    from .lora import AdapterLease, AdapterResidency
-    from .retrieval import RetrievalService
+    from .lora import AdapterLease, LoraResidency
     from .semantic import SemanticCache
+    from .vector import VectorService
 
 log = logging.getLogger("sits_inference.cache.tiers")
 
 
 @dataclass
 class Tiers:
+    """The sidecar's cache tiers, each None when off: L1 ``semantic``, L2 ``vector``
+    (the vector index), L3 ``lora`` (adapter residency in vLLM)."""
+
     semantic: SemanticCache | None = None
-    retrieval: RetrievalService | None = None
-    residency: AdapterResidency | None = None
+    vector: VectorService | None = None
+    lora: LoraResidency | None = None
 
 
 def build_semantic(
@@ -61,42 +64,42 @@ def build_semantic(
     return SemanticCache(config, metrics=metrics, embedder=embedder)
 
 
-def build_retrieval(
+def build_vector(
     settings: SidecarSettings, metrics: CacheMetrics, embedder: Embedder | None = None
-) -> RetrievalService | None:
+) -> VectorService | None:
     if not settings.vector_enabled or settings.vector_index is None:
         return None
     if not settings.vector_index.is_dir():
         # Not fatal: L2 answers 503 and keeps trying to open it (a volume still filling).
         log.warning("%sVECTOR_INDEX=%s is not a directory yet", ENV_PREFIX, settings.vector_index)
-    from .retrieval import RetrievalConfig, RetrievalService
+    from .vector import VectorConfig, VectorService
 
-    config = RetrievalConfig(
+    config = VectorConfig(
         index_dir=settings.vector_index,
         hot_min_hits=settings.vector_hot_min_hits,
         hot_window_seconds=settings.vector_hot_window_s,
         stats_path=settings.vector_stats_path,
     )
-    return RetrievalService(config, metrics=metrics, embedder=embedder)
+    return VectorService(config, metrics=metrics, embedder=embedder)
 
 
-def build_residency(settings: SidecarSettings, metrics: CacheMetrics) -> AdapterResidency | None:
+def build_lora(settings: SidecarSettings, metrics: CacheMetrics) -> LoraResidency | None:
     if not settings.lora_adapters:
         return None
-    from .lora import AdapterResidency, AdapterSpec, ResidencyConfig
+    from .lora import AdapterSpec, LoraConfig, LoraResidency
 
     try:
         specs = tuple(
             AdapterSpec(a.name, a.source, a.digest, a.pinned) for a in settings.lora_adapters
         )
-        config = ResidencyConfig(
+        config = LoraConfig(
             max_resident=settings.lora_max_resident,
             adapters=specs,
             upstream_cpu_loras=settings.lora_max_cpu_loras,
         )
     except ValueError as err:
         raise SettingsError(f"{ENV_PREFIX}LORA_ADAPTERS: {err}") from None
-    return AdapterResidency(config, upstream=settings.upstream, metrics=metrics)
+    return LoraResidency(config, upstream=settings.upstream, metrics=metrics)
 
 
 def build_tiers(
@@ -111,22 +114,20 @@ def build_tiers(
         shared = default_embedder()  # one model per process, shared by L1 and L2
     return Tiers(
         semantic=semantic,
-        retrieval=build_retrieval(settings, metrics, shared),
-        residency=build_residency(settings, metrics),
+        vector=build_vector(settings, metrics, shared),
+        lora=build_lora(settings, metrics),
     )
 
 
 @asynccontextmanager
-async def lease_for(
-    residency: AdapterResidency | None, model: str
-) -> AsyncIterator[AdapterLease | None]:
+async def lease_for(lora: LoraResidency | None, model: str) -> AsyncIterator[AdapterLease | None]:
     """The adapter lease for ``model`` when it is one of L3's adapters, else None.
 
     The lease is held for the whole ``async with``: the sidecar leaves it only after the
     last byte of the response, so L3 never unloads an adapter whose sequences are alive.
     """
-    if residency is None or not residency.is_adapter(model):
+    if lora is None or not lora.is_adapter(model):
         yield None
         return
-    async with residency.acquire(model) as lease:
+    async with lora.acquire(model) as lease:
         yield lease

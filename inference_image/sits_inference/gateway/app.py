@@ -20,14 +20,16 @@ from dataclasses import dataclass
 
 import aiohttp
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from ..openai.errors import ApiError
+from ..openai.replies import metrics_reply
+from ..openai.requests import Operation, read_body
+from ..openai.serving import start_site
 from . import errors
 from .balance import Balancer, Pick
 from .config import GatewayConfig
-from .errors import GatewayError
-from .openai_api import CHAT, COMPLETION, EMBEDDINGS, InferenceRequest, parse_request
 from .proxy import Forwarder, UpstreamSettings, error_response
+from .request import InferenceRequest, parse_request
 from .sources import RoutingSource
 from .table import RoutingTable, StickyPolicy
 from .telemetry import Probes
@@ -86,9 +88,9 @@ class Gateway:
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=self.config.max_body_bytes)
-        app.router.add_post("/v1/chat/completions", self._inference(CHAT))
-        app.router.add_post("/v1/completions", self._inference(COMPLETION))
-        app.router.add_post("/v1/embeddings", self._inference(EMBEDDINGS))
+        app.router.add_post("/v1/chat/completions", self._inference(Operation.CHAT))
+        app.router.add_post("/v1/completions", self._inference(Operation.COMPLETION))
+        app.router.add_post("/v1/embeddings", self._inference(Operation.EMBEDDINGS))
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/health", self.health)
         app.router.add_get("/metrics", self.metrics)
@@ -125,13 +127,13 @@ class Gateway:
 
     # -- handlers ------------------------------------------------------------------------
 
-    def _inference(self, operation: str) -> Handler:
+    def _inference(self, operation: Operation) -> Handler:
         async def handle(request: web.Request) -> web.StreamResponse:
             started = time.perf_counter()
             try:
                 inference = await self._admit(request, operation)
                 pick = self.choose(request, inference)
-            except GatewayError as err:
+            except ApiError as err:
                 self.probes.rejected(err.status, err.code or err.type)
                 return error_response(err)
             assert self._forwarder is not None, "Gateway.open() was not awaited"
@@ -139,14 +141,8 @@ class Gateway:
 
         return handle
 
-    async def _admit(self, request: web.Request, operation: str) -> InferenceRequest:
-        limit = self.config.max_body_bytes
-        if request.content_length is not None and request.content_length > limit:
-            raise errors.too_large(limit)
-        try:
-            raw = await request.read()
-        except web.HTTPRequestEntityTooLarge:
-            raise errors.too_large(limit) from None
+    async def _admit(self, request: web.Request, operation: Operation) -> InferenceRequest:
+        raw = await read_body(request, self.config.max_body_bytes, errors.SERVER)
         return parse_request(raw, operation, add_stream_usage=self.config.stream_usage)
 
     async def models(self, request: web.Request) -> web.Response:
@@ -178,12 +174,10 @@ class Gateway:
 
     async def metrics(self, request: web.Request) -> web.Response:
         self.balancer()  # gauges describe the table in force, even before any request
-        body = generate_latest(self.probes.registry)
-        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+        return metrics_reply(self.probes.registry)
 
     async def not_found(self, request: web.Request) -> web.Response:
-        err = GatewayError(404, f"Unknown path {request.path}.", type=errors.NOT_FOUND)
-        return error_response(err)
+        return error_response(errors.unknown_path(request.path))
 
 
 @dataclass
@@ -212,11 +206,5 @@ async def start_gateway(
     await source.start()
     gateway = Gateway(config, source, probes or Probes(genai_metrics=config.genai_metrics), rng=rng)
     await gateway.open()
-    runner = web.AppRunner(
-        gateway.app(), handler_cancellation=True, access_log=None, shutdown_timeout=1.0
-    )
-    await runner.setup()
-    site = web.TCPSite(runner, config.host, config.port, backlog=1024)
-    await site.start()
-    port = runner.addresses[0][1]
-    return RunningGateway(gateway, runner, f"http://{config.host}:{port}")
+    runner, url = await start_site(gateway.app(), config.host, config.port)
+    return RunningGateway(gateway, runner, url)

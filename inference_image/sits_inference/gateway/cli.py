@@ -12,16 +12,15 @@ Outside (a file of endpoints and weights, reloaded when it changes)::
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import logging
-import signal
 from collections.abc import Sequence
 
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
+from ..openai.serving import run_loop, stop_on_signals
 from .app import start_gateway
 from .config import GatewayConfig, parse_config
 from .sources import RoutingSource
@@ -84,10 +83,7 @@ def make_tracer_provider(config: GatewayConfig) -> TracerProvider | None:
 async def serve(config: GatewayConfig, stop: asyncio.Event | None = None) -> None:
     """Run until ``stop`` is set (or SIGINT/SIGTERM)."""
     stop = stop or asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, stop.set)
+    stop_on_signals(stop)
     provider = make_tracer_provider(config)
     tracer = provider.get_tracer("sits.gateway") if provider else None
     probes = Probes(tracer=tracer, genai_metrics=config.genai_metrics)
@@ -103,13 +99,7 @@ async def serve(config: GatewayConfig, stop: asyncio.Event | None = None) -> Non
 
 
 def run(config: GatewayConfig) -> None:
-    """uvloop roughly doubles what one core proxies; plain asyncio still works without it."""
-    try:
-        import uvloop
-    except ImportError:
-        asyncio.run(serve(config))
-    else:
-        uvloop.run(serve(config))
+    run_loop(serve(config))
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 import aiohttp
@@ -29,21 +28,16 @@ from multidict import CIMultiDict, CIMultiDictProxy
 from opentelemetry import propagate, trace
 from yarl import URL
 
+from ..openai.errors import ApiError, ErrorType, sse_error_event
+from ..openai.headers import relayed_headers, upstream_headers
+from ..openai.metrics import CLIENT_CLOSED, RequestRecord
+from ..openai.replies import error_reply
+from ..openai.usage import SseUsageFilter, Usage, usage_from_body
 from . import errors
 from .balance import Pick
-from .errors import GatewayError
-from .openai_api import InferenceRequest, SseUsageFilter, Usage, usage_from_body
-from .telemetry import CLIENT_CLOSED, Probes, RequestRecord
+from .request import InferenceRequest
+from .telemetry import Probes
 
-HOP_BY_HOP = frozenset(
-    h.lower()
-    for h in (
-        "Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "TE",
-        "Trailer", "Transfer-Encoding", "Upgrade", "Host", "Content-Length",
-        "Accept-Encoding", "Expect",
-    )
-)  # fmt: skip
-_RESPONSE_DROP = frozenset({*HOP_BY_HOP, "server", "date"} - {"accept-encoding"})
 _MAX_USAGE_BODY = 4 << 20  # parse usage of bodies up to 4 MiB (embeddings can be large)
 VARIANT_HEADER = "x-sits-variant"
 
@@ -58,25 +52,9 @@ class UpstreamSettings:
     keepalive_s: float = 4.0
 
 
-def upstream_headers(incoming: CIMultiDictProxy[str], peer: str | None) -> CIMultiDict[str]:
-    """The client's end-to-end headers (Authorization included), plus X-Forwarded-*."""
-    headers = CIMultiDict((k, v) for k, v in incoming.items() if k.lower() not in HOP_BY_HOP)
-    if peer:
-        prior = incoming.get("X-Forwarded-For")
-        headers["X-Forwarded-For"] = f"{prior}, {peer}" if prior else peer
-    return headers
-
-
 def server_timing(gateway_s: float, upstream_s: float) -> str:
     """``Server-Timing``: the gateway's share of the latency beside the upstream's (ms)."""
     return f"gateway;dur={gateway_s * 1000:.3f}, upstream;dur={upstream_s * 1000:.3f}"
-
-
-def relayed_headers(upstream: CIMultiDictProxy[str], extra: Mapping[str, str]) -> CIMultiDict[str]:
-    """The upstream's end-to-end response headers plus the proxy's own (gateway, sidecar)."""
-    headers = CIMultiDict((k, v) for k, v in upstream.items() if k.lower() not in _RESPONSE_DROP)
-    headers.update(extra)
-    return headers
 
 
 def response_headers(
@@ -85,11 +63,9 @@ def response_headers(
     return relayed_headers(upstream, {VARIANT_HEADER: variant, "Server-Timing": timing})
 
 
-def error_response(err: GatewayError, variant: str | None = None) -> web.Response:
-    headers = {VARIANT_HEADER: variant} if variant else None
-    return web.Response(
-        body=err.body(), status=err.status, content_type="application/json", headers=headers
-    )
+def error_response(err: ApiError, variant: str | None = None) -> web.Response:
+    """The gateway's own answer; naming the variant when one was chosen."""
+    return error_reply(err, {VARIANT_HEADER: variant} if variant else None)
 
 
 class Forwarder:
@@ -299,7 +275,7 @@ class _StreamRelay:
         self._upstream.close()
         if self._response.prepared:
             with contextlib.suppress(ConnectionError):
-                await self._response.write(errors.sse_error_event(message, errors.UPSTREAM, code))
+                await self._response.write(sse_error_event(message, ErrorType.UPSTREAM, code))
         transport = self._request.transport
         if transport is not None:
             transport.abort()  # no terminating chunk: the client must not see a clean end

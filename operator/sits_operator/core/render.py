@@ -9,10 +9,19 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from typing import Any
 
 from sits_operator.core import naming, volumes
+from sits_operator.core.naming import Container, PortName
+from sits_operator.core.pod_settings import (
+    apply_pod_template,
+    effective_pod_settings,
+    pod_spec_fields,
+    vllm_container_fields,
+)
 from sits_operator.core.vllm import max_cpu_loras, vllm_args
+from sits_operator.model.durations import parse_duration
 from sits_operator.model.mig import resource_name
 from sits_operator.model.settings import OperatorSettings
 from sits_operator.model.spec import (
@@ -20,13 +29,19 @@ from sits_operator.model.spec import (
     API_VERSION,
     KIND,
     ObjectRef,
+    PodSettings,
     SitsDeploymentSpec,
     Variant,
 )
 
 Manifest = dict[str, Any]
 
+# The operator's own toleration, first in every pod; users' tolerations come after it.
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+STARTUP_PROBE_PERIOD_SECONDS = 10
+# The kubelet copies the last log lines into a failed container's termination message,
+# which the operator shows in the ContainersFailing condition (core/containers.py).
+TERMINATION_MESSAGE_POLICY = "FallbackToLogsOnError"
 
 
 def served_model_name(owner: ObjectRef, spec: SitsDeploymentSpec) -> str:
@@ -80,8 +95,40 @@ def _http_probe(path: str, port: str, **timing: int) -> dict[str, Any]:
     return {"httpGet": {"path": path, "port": port}, **timing}
 
 
+def startup_failure_threshold(variant: Variant) -> int:
+    """Startup probes vLLM may fail before the kubelet restarts it: the startup budget.
+
+    periodSeconds x failureThreshold covers `startupTimeout` (rounded up), so a large
+    model has the time to download and load; the kubelet runs the readiness and liveness
+    probes only after the startup probe has passed, so they need no delay of their own.
+    """
+    seconds = parse_duration(variant.startup_timeout)
+    return max(1, math.ceil(seconds / STARTUP_PROBE_PERIOD_SECONDS))
+
+
+def _vllm_probes(variant: Variant) -> dict[str, Any]:
+    return {
+        "startupProbe": _http_probe(
+            "/health",
+            PortName.VLLM.value,
+            periodSeconds=STARTUP_PROBE_PERIOD_SECONDS,
+            failureThreshold=startup_failure_threshold(variant),
+        ),
+        "readinessProbe": _http_probe(
+            "/health", PortName.VLLM.value, periodSeconds=5, failureThreshold=3
+        ),
+        "livenessProbe": _http_probe(
+            "/health", PortName.VLLM.value, periodSeconds=10, failureThreshold=6
+        ),
+    }
+
+
 def _vllm_container(
-    owner: ObjectRef, spec: SitsDeploymentSpec, variant: Variant, settings: OperatorSettings
+    owner: ObjectRef,
+    spec: SitsDeploymentSpec,
+    variant: Variant,
+    settings: OperatorSettings,
+    pod: PodSettings,
 ) -> dict[str, Any]:
     limits: dict[str, str] = {resource_name(variant.mig_profile): "1"}
     requests: dict[str, str] = {}
@@ -90,28 +137,34 @@ def _vllm_container(
             if value is not None:
                 limits[key] = value
                 requests[key] = value
-    env = [{"name": "HF_HUB_DISABLE_TELEMETRY", "value": "1"}]
+    env: list[dict[str, Any]] = [{"name": naming.ENV_HF_TELEMETRY, "value": "1"}]
     if variant.serves_adapters:
         # The sidecar's L3 tier loads and unloads adapters through vLLM's runtime API.
-        env.append({"name": "VLLM_ALLOW_RUNTIME_LORA_UPDATING", "value": "True"})
+        env.append({"name": naming.ENV_RUNTIME_LORA, "value": "True"})
+    # Users' env after the operator's (validation keeps the names apart): a gated
+    # model's HF_TOKEN, vLLM settings.
+    env += pod.env or ()
     resources: dict[str, Any] = {"limits": limits}
     if requests:
         resources["requests"] = requests
     return {
-        "name": "vllm",
+        "name": Container.VLLM.value,
         "image": variant.image,
         "command": ["python3", "-m", "vllm.entrypoints.openai.api_server"],
         "args": vllm_args(variant, served_model_name(owner, spec), settings),
         "env": env,
-        "ports": [{"name": "vllm", "containerPort": settings.vllm_port, "protocol": "TCP"}],
+        **vllm_container_fields(pod),
+        "ports": [
+            {"name": PortName.VLLM.value, "containerPort": settings.vllm_port, "protocol": "TCP"}
+        ],
         "resources": resources,
         # Model loading can take minutes: the startup probe holds liveness off until then.
-        "startupProbe": _http_probe("/health", "vllm", periodSeconds=10, failureThreshold=60),
-        "readinessProbe": _http_probe("/health", "vllm", periodSeconds=5, failureThreshold=3),
-        "livenessProbe": _http_probe("/health", "vllm", periodSeconds=10, failureThreshold=6),
+        **_vllm_probes(variant),
+        # A vLLM that exits on a bad argument says why in its last log lines only.
+        "terminationMessagePolicy": TERMINATION_MESSAGE_POLICY,
         "volumeMounts": [
             {"name": "dshm", "mountPath": "/dev/shm"},
-            *volumes.claim_mounts(variant),
+            *volumes.vllm_claim_mounts(variant),
         ],
     }
 
@@ -119,6 +172,7 @@ def _vllm_container(
 def _cache_env(variant: Variant, served_name: str, settings: OperatorSettings) -> list[Any]:
     cache = variant.cache
     pairs = {
+        # Every name starts with naming.SIDECAR_ENV_PREFIX (users may not set those).
         "SITS_CACHE_LISTEN": f"0.0.0.0:{settings.sidecar_port}",
         "SITS_CACHE_UPSTREAM": f"http://127.0.0.1:{settings.vllm_port}",
         "SITS_CACHE_MODEL": served_name,
@@ -159,39 +213,80 @@ def _sidecar_container(
     owner: ObjectRef, spec: SitsDeploymentSpec, variant: Variant, settings: OperatorSettings
 ) -> dict[str, Any]:
     return {
-        "name": "sits-cache",
+        "name": Container.CACHE.value,
         "image": settings.cache_sidecar_image,
         "command": ["sits-cache"],
         "env": _cache_env(variant, served_model_name(owner, spec), settings),
-        "ports": [{"name": "http", "containerPort": settings.sidecar_port, "protocol": "TCP"}],
-        "readinessProbe": _http_probe("/health", "http", periodSeconds=5),
+        "ports": [
+            {
+                "name": PortName.CACHE.value,
+                "containerPort": settings.sidecar_port,
+                "protocol": "TCP",
+            }
+        ],
+        "readinessProbe": _http_probe("/health", PortName.CACHE.value, periodSeconds=5),
         "securityContext": {"runAsNonRoot": True, "allowPrivilegeEscalation": False},
+        "terminationMessagePolicy": TERMINATION_MESSAGE_POLICY,
         "volumeMounts": [
             {"name": volumes.STATE_VOLUME, "mountPath": volumes.STATE_DIR},
-            *volumes.claim_mounts(variant),
+            *volumes.sidecar_claim_mounts(variant),
         ],
     }
 
 
 def _pod_spec(
-    owner: ObjectRef, spec: SitsDeploymentSpec, variant: Variant, settings: OperatorSettings
+    owner: ObjectRef,
+    spec: SitsDeploymentSpec,
+    variant: Variant,
+    settings: OperatorSettings,
+    pod_settings: PodSettings,
 ) -> dict[str, Any]:
     pod: dict[str, Any] = {
         "containers": [
-            _vllm_container(owner, spec, variant, settings),
+            _vllm_container(owner, spec, variant, settings, pod_settings),
             _sidecar_container(owner, spec, variant, settings),
         ],
-        "tolerations": [GPU_TOLERATION],
+        # The operator's GPU toleration first, then the user's (their own nodes' taints).
+        "tolerations": [GPU_TOLERATION, *(pod_settings.tolerations or ())],
         "volumes": [
             {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "2Gi"}},
             {"name": volumes.STATE_VOLUME, "emptyDir": {"sizeLimit": "256Mi"}},
             *volumes.claim_volumes(variant),
         ],
         "terminationGracePeriodSeconds": 60,
+        **pod_spec_fields(pod_settings),
     }
+    node_selector = dict(pod_settings.node_selector or {})
     if variant.gpu_product is not None:
-        pod["nodeSelector"] = {"nvidia.com/gpu.product": variant.gpu_product}
+        node_selector[naming.NODE_LABEL_GPU_PRODUCT] = variant.gpu_product
+    if node_selector:
+        pod["nodeSelector"] = node_selector
     return pod
+
+
+def _pod_template(
+    owner: ObjectRef, spec: SitsDeploymentSpec, variant: Variant, settings: OperatorSettings
+) -> dict[str, Any]:
+    """The pod template: the operator's pod with the user's pod settings, patch last.
+
+    The operator's labels and annotations are written over the user's (validation
+    already refuses users' keys that collide with them).
+    """
+    pod_settings = effective_pod_settings(spec, variant)
+    annotations = {
+        naming.ANNOTATION_SCRAPE: "true",
+        naming.ANNOTATION_SCRAPE_PORT: str(settings.sidecar_port),
+        naming.ANNOTATION_SCRAPE_PATH: "/metrics",
+        naming.ANNOTATION_VLLM_METRICS_PORT: str(settings.vllm_port),
+    }
+    template = {
+        "metadata": {
+            "labels": {**(pod_settings.labels or {}), **_variant_labels(owner, variant)},
+            "annotations": {**(pod_settings.annotations or {}), **annotations},
+        },
+        "spec": _pod_spec(owner, spec, variant, settings, pod_settings),
+    }
+    return apply_pod_template(template, pod_settings)
 
 
 def render_variant_deployment(
@@ -214,18 +309,7 @@ def render_variant_deployment(
                     "type": "RollingUpdate",
                     "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
                 },
-                "template": {
-                    "metadata": {
-                        "labels": labels,
-                        "annotations": {
-                            "prometheus.io/scrape": "true",
-                            "prometheus.io/port": str(settings.sidecar_port),
-                            "prometheus.io/path": "/metrics",
-                            "sits.dev/vllm-metrics-port": str(settings.vllm_port),
-                        },
-                    },
-                    "spec": _pod_spec(owner, spec, variant, settings),
-                },
+                "template": _pod_template(owner, spec, variant, settings),
             },
         }
     )
@@ -242,7 +326,14 @@ def _service(
             "spec": {
                 "type": "ClusterIP",
                 "selector": selector,
-                "ports": [{"name": "http", "port": port, "targetPort": "http", "protocol": "TCP"}],
+                "ports": [
+                    {
+                        "name": PortName.CACHE.value,
+                        "port": port,
+                        "targetPort": PortName.CACHE.value,
+                        "protocol": "TCP",
+                    }
+                ],
             },
         }
     )

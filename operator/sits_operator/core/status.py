@@ -12,9 +12,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from sits_operator.core.conditions import find, flipped, set_condition
+from sits_operator.core.containers import (
+    failing_containers,
+    failing_message,
+    failing_reason,
+    variant_restarts,
+)
 from sits_operator.model.observed import ObservedState
 from sits_operator.model.spec import Role, SitsDeploymentSpec, Variant
-from sits_operator.model.status import Condition, ConditionType, Phase
+from sits_operator.model.status import Condition, ConditionReason, ConditionType, Phase
 
 OWNED_FIELDS = (
     "observedGeneration",
@@ -139,6 +145,7 @@ def _variant_rows(
                 "replicas": variant.replicas,
                 "readyReplicas": deployment.ready_replicas if deployment else 0,
                 "updatedReplicas": deployment.updated_replicas if deployment else 0,
+                "restarts": variant_restarts(observed, variant.name),
                 "weight": weights[variant.name],
             }
         )
@@ -158,23 +165,14 @@ def _conditions(inputs: StatusInputs) -> list[Condition]:
         conds,
         type_=ConditionType.INVALID,
         status=bool(invalid),
-        reason="InvalidSpec" if invalid else "SpecValid",
+        reason=ConditionReason.INVALID_SPEC if invalid else ConditionReason.SPEC_VALID,
         message=invalid,
         now=now,
         generation=gen,
     )
     if inputs.spec is None or invalid:
         return conds  # keep the last known Ready/Progressing/Unschedulable as they were
-    unsched = _unschedulable_message(inputs.spec, inputs.observed)
-    conds = set_condition(
-        conds,
-        type_=ConditionType.UNSCHEDULABLE,
-        status=bool(unsched),
-        reason="InsufficientGPUResources" if unsched else "Scheduled",
-        message=unsched,
-        now=now,
-        generation=gen,
-    )
+    conds = _pod_conditions(conds, inputs.spec, inputs)
     if inputs.analysis_condition is not None:
         healthy, reason, message = inputs.analysis_condition
         conds = set_condition(
@@ -186,24 +184,61 @@ def _conditions(inputs: StatusInputs) -> list[Condition]:
             now=now,
             generation=gen,
         )
-    pending = _not_ready_summary(inputs.spec, inputs.observed)
+    return _rollout_conditions(conds, inputs.spec, inputs)
+
+
+def _pod_conditions(
+    conds: list[Condition], spec: SitsDeploymentSpec, inputs: StatusInputs
+) -> list[Condition]:
+    """What keeps pods from serving: no slice to schedule on, or containers that fail."""
+    unsched = _unschedulable_message(spec, inputs.observed)
+    conds = set_condition(
+        conds,
+        type_=ConditionType.UNSCHEDULABLE,
+        status=bool(unsched),
+        reason=(
+            ConditionReason.INSUFFICIENT_GPU_RESOURCES if unsched else ConditionReason.SCHEDULED
+        ),
+        message=unsched,
+        now=inputs.now,
+        generation=inputs.generation,
+    )
+    failures = failing_containers(spec, inputs.observed)
+    return set_condition(
+        conds,
+        type_=ConditionType.CONTAINERS_FAILING,
+        status=bool(failures),
+        reason=failing_reason(failures),
+        message=failing_message(failures),
+        now=inputs.now,
+        generation=inputs.generation,
+    )
+
+
+def _rollout_conditions(
+    conds: list[Condition], spec: SitsDeploymentSpec, inputs: StatusInputs
+) -> list[Condition]:
+    """Ready and its inverse Progressing, from the variants' Deployments."""
+    pending = _not_ready_summary(spec, inputs.observed)
     conds = set_condition(
         conds,
         type_=ConditionType.READY,
         status=not pending,
-        reason="VariantsNotReady" if pending else "AllVariantsReady",
+        reason=(
+            ConditionReason.VARIANTS_NOT_READY if pending else ConditionReason.ALL_VARIANTS_READY
+        ),
         message=pending or "all variants have their ready replicas",
-        now=now,
-        generation=gen,
+        now=inputs.now,
+        generation=inputs.generation,
     )
     return set_condition(
         conds,
         type_=ConditionType.PROGRESSING,
         status=bool(pending),
-        reason="RollingOut" if pending else "RolloutComplete",
+        reason=ConditionReason.ROLLING_OUT if pending else ConditionReason.ROLLOUT_COMPLETE,
         message=pending,
-        now=now,
-        generation=gen,
+        now=inputs.now,
+        generation=inputs.generation,
     )
 
 
@@ -214,7 +249,7 @@ def _phase(conds: list[Condition], analysis_phase: str | None) -> Phase:
 
     if true(ConditionType.INVALID):
         return Phase.INVALID
-    if true(ConditionType.UNSCHEDULABLE):
+    if true(ConditionType.UNSCHEDULABLE) or true(ConditionType.CONTAINERS_FAILING):
         return Phase.DEGRADED
     if analysis_phase is not None:
         return Phase(analysis_phase)
@@ -222,7 +257,12 @@ def _phase(conds: list[Condition], analysis_phase: str | None) -> Phase:
 
 
 def _message(phase: Phase, conds: list[Condition]) -> str:
-    for type_ in (ConditionType.INVALID, ConditionType.UNSCHEDULABLE, ConditionType.READY):
+    for type_ in (
+        ConditionType.INVALID,
+        ConditionType.UNSCHEDULABLE,
+        ConditionType.CONTAINERS_FAILING,
+        ConditionType.READY,
+    ):
         cond = find(conds, type_)
         if cond is not None and cond.status == ("False" if type_ == "Ready" else "True"):
             return cond.message

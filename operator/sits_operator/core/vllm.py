@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from sits_operator.core import volumes
 from sits_operator.core.quantity import parse_bytes
 from sits_operator.model.mig import profile_memory_bytes
 from sits_operator.model.settings import OperatorSettings
@@ -34,19 +35,31 @@ def max_cpu_loras(variant: Variant) -> int:
     return max(variant.lora.max_loras, variant.cache.lora.max_resident)
 
 
+def model_revision_args(variant: Variant) -> list[str]:
+    """`--revision <git ref>` for a pinned Hugging Face model; nothing otherwise.
+
+    The variant's `revision` is the rollout's label, not a git ref: passing it made vLLM
+    look for a branch called e.g. `qwen3-1.7b` and fail the download. vLLM pins the
+    tokenizer to the same ref when --tokenizer-revision is absent, so one flag suffices.
+    """
+    if variant.model_revision is None:
+        return []
+    return ["--revision", variant.model_revision]
+
+
 def vllm_args(variant: Variant, served_model_name: str, settings: OperatorSettings) -> list[str]:
     """Arguments for `python -m vllm.entrypoints.openai.api_server`.
 
     The operator owns model identity, port and memory sizing; the user's extra arguments
-    come last (the CRD forbids them from overriding the owned ones).
+    come last (the CRD forbids them from overriding the owned ones). A pvc:// model is
+    loaded from where its claim is mounted.
     """
     args = [
         "--model",
-        variant.model,
+        volumes.resolve(variant.model),
         "--served-model-name",
         served_model_name,
-        "--revision",
-        variant.revision,
+        *model_revision_args(variant),
         "--port",
         str(settings.vllm_port),
         "--kv-cache-memory-bytes",

@@ -1,12 +1,15 @@
-"""Data a variant's pods read from PersistentVolumeClaims: vector indexes and LoRA adapters.
+"""Data a variant's pods read from PersistentVolumeClaims: models, vector indexes, adapters.
 
-Why `pvc://<claim>/<path>` references: an index built by `sits-index build`, or a set of
-adapters, is data the platform team produces once and many pods read. A claim mounted
-read-only into both containers (vLLM loads adapters by path through its runtime API, the
-sidecar hashes them and opens the index) is the Kubernetes way to share it; users name
-the file, the operator does the mounting and hands both containers the same path.
+Why `pvc://<claim>/<path>` references: model weights, an index built by `sits-index
+build`, or a set of adapters, are data the platform team produces once and many pods read.
+A claim mounted read-only is the Kubernetes way to share it; users name the file, the
+operator does the mounting and hands the containers the path. Adapters and the index are
+mounted into both containers at the same path (vLLM loads adapters by path through its
+runtime API, the sidecar hashes them and opens the index); the model only into vLLM, the
+one container that reads it.
 Plain absolute paths pass through untouched (data baked into the image or mounted by
-other means); Hugging Face repository ids pass through for adapters (vLLM fetches them).
+other means); Hugging Face repository ids pass through for models and adapters (vLLM
+fetches them).
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ STATE_VOLUME = "sits-cache-state"
 
 _CLAIM_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 _HF_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+# Models may also carry a legacy Hub id without an organisation ("gpt2").
+_HF_MODEL_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 _SCHEME = re.compile(r"^([a-z][a-z0-9+.-]*)://")
 
 
@@ -83,17 +88,45 @@ def resolve(reference: str) -> str:
     return f"{MOUNT_ROOT}/{ref.claim}/{ref.subpath}".rstrip("/")
 
 
-def _references(variant: Variant) -> list[str]:
+def is_hub_model(model: str) -> bool:
+    """A Hugging Face repository id (which a git ref, modelRevision, can pin)."""
+    return _HF_MODEL_ID.match(model) is not None
+
+
+def model_problem(model: str) -> str | None:
+    """Why vLLM could not load `model`, or None: a pvc:// model names a path in its claim."""
+    try:
+        ref = parse_claim_ref(model)
+    except ValueError as error:
+        return f"{model!r}: {error}"
+    if ref is not None:
+        return None if ref.subpath else f"{model!r}: expected pvc://<claim>/<path>, with a path"
+    if model.startswith("/") or is_hub_model(model):
+        return None
+    scheme = _SCHEME.match(model)
+    if scheme:
+        return (
+            f"{model!r}: scheme {scheme.group(1)}:// is not supported; use a Hugging Face "
+            "repository id, pvc://<claim>/<path> or an absolute path in the pod"
+        )
+    return (
+        f"{model!r}: expected a Hugging Face repository id (org/name), "
+        "pvc://<claim>/<path> or an absolute path in the pod"
+    )
+
+
+def _shared_references(variant: Variant) -> list[str]:
+    """References both containers read: adapters and the vector index."""
     refs = [a.source for a in variant.lora.adapters] if variant.serves_adapters else []
     if variant.cache.vector_index.enabled and variant.cache.vector_index.index_ref:
         refs.append(variant.cache.vector_index.index_ref)
     return refs
 
 
-def claims(variant: Variant) -> list[str]:
-    """Every claim the variant's references name, sorted so manifests are stable."""
+def _claims_of(references: list[str]) -> list[str]:
+    """Every claim the references name, sorted so manifests are stable."""
     found: set[str] = set()
-    for reference in _references(variant):
+    for reference in references:
         try:
             ref = parse_claim_ref(reference)
         except ValueError:
@@ -101,6 +134,11 @@ def claims(variant: Variant) -> list[str]:
         if ref is not None:
             found.add(ref.claim)
     return sorted(found)
+
+
+def claims(variant: Variant) -> list[str]:
+    """Every claim the pod mounts: the model's and the shared ones."""
+    return _claims_of([variant.model, *_shared_references(variant)])
 
 
 def claim_volumes(variant: Variant) -> list[dict[str, Any]]:
@@ -113,8 +151,18 @@ def claim_volumes(variant: Variant) -> list[dict[str, Any]]:
     ]
 
 
-def claim_mounts(variant: Variant) -> list[dict[str, Any]]:
+def _mounts(claim_names: list[str]) -> list[dict[str, Any]]:
     return [
         {"name": _volume_name(claim), "mountPath": f"{MOUNT_ROOT}/{claim}", "readOnly": True}
-        for claim in claims(variant)
+        for claim in claim_names
     ]
+
+
+def vllm_claim_mounts(variant: Variant) -> list[dict[str, Any]]:
+    """vLLM reads the model and the shared data (adapters by the paths the sidecar hands it)."""
+    return _mounts(claims(variant))
+
+
+def sidecar_claim_mounts(variant: Variant) -> list[dict[str, Any]]:
+    """The sidecar reads adapters and the index, never the model's weights."""
+    return _mounts(_claims_of(_shared_references(variant)))

@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 from prometheus_client import Counter, Histogram
+
+
+class ReconcileResult(StrEnum):
+    """Values of sits_operator_reconciles_total's `result` label."""
+
+    OK = "ok"
+    ERROR = "error"
+
 
 RECONCILES = Counter("sits_operator_reconciles_total", "Reconcile passes by result.", ["result"])
 CHILD_WRITES = Counter(

@@ -11,7 +11,9 @@ from typing import Any
 
 from sits_operator.core import naming
 from sits_operator.model.observed import (
+    ContainerTermination,
     ObservedChild,
+    ObservedContainer,
     ObservedDeployment,
     ObservedPod,
     ObservedState,
@@ -53,6 +55,40 @@ def deployment_entry(
     )
 
 
+def termination_entry(terminated: Mapping[str, Any] | None) -> ContainerTermination | None:
+    """A container's state.terminated or lastState.terminated; None when absent."""
+    if not terminated:
+        return None
+    return ContainerTermination(
+        exit_code=int(terminated.get("exitCode") or 0),
+        reason=str(terminated.get("reason") or ""),
+        message=str(terminated.get("message") or ""),
+        finished_at=str(terminated.get("finishedAt") or ""),
+    )
+
+
+def container_entry(raw: Mapping[str, Any]) -> ObservedContainer:
+    """One containerStatuses[] item.
+
+    The termination worth showing is the latest: the current state's while the container
+    lies dead (before its restart), else the previous run's (lastState), which is what a
+    container in CrashLoopBackOff carries.
+    """
+    state = raw.get("state") or {}
+    waiting = state.get("waiting") or {}
+    ended = termination_entry(state.get("terminated"))
+    if ended is None:
+        ended = termination_entry((raw.get("lastState") or {}).get("terminated"))
+    return ObservedContainer(
+        name=str(raw.get("name") or ""),
+        restart_count=int(raw.get("restartCount") or 0),
+        ready=bool(raw.get("ready")),
+        waiting_reason=waiting.get("reason"),
+        waiting_message=waiting.get("message"),
+        last_termination=ended,
+    )
+
+
 def pod_entry(
     name: str, labels: Mapping[str, str], spec: Mapping[str, Any], status: Mapping[str, Any]
 ) -> ObservedPod:
@@ -66,6 +102,7 @@ def pod_entry(
         phase=str(status.get("phase") or "Pending"),
         unschedulable_message=message,
         node_name=spec.get("nodeName"),
+        containers=tuple(container_entry(c) for c in status.get("containerStatuses") or []),
     )
 
 

@@ -31,11 +31,12 @@ from sits_operator.handlers.analysis_status import (
     analysis_fields,
     commands_pending,
 )
+from sits_operator.handlers.metrics import ReconcileResult
 from sits_operator.model.analysis import AnalysisState
 from sits_operator.model.observed import ObservedChild, ObservedState
 from sits_operator.model.settings import OperatorSettings
 from sits_operator.model.spec import ObjectRef, SitsDeploymentSpec, parse_spec
-from sits_operator.model.status import ConditionType
+from sits_operator.model.status import ABNORMAL_TRUE, ConditionType
 
 log = logging.getLogger("sits_operator.reconcile")
 
@@ -96,12 +97,15 @@ class Reconciler:
         """One pass; returns seconds until the next analysis is due (None: no analysis)."""
         started = self.clock()
         try:
-            return await self._reconcile(body, observed, policies or {}, analyze)
+            # Not `return` here: a try block that returns skips its `else:`, and the "ok"
+            # count would never be taken.
+            next_in = await self._reconcile(body, observed, policies or {}, analyze)
         except Exception:
-            metrics.RECONCILES.labels(result="error").inc()
+            metrics.RECONCILES.labels(result=ReconcileResult.ERROR.value).inc()
             raise
         else:
-            metrics.RECONCILES.labels(result="ok").inc()
+            metrics.RECONCILES.labels(result=ReconcileResult.OK.value).inc()
+            return next_in
         finally:
             metrics.RECONCILE_SECONDS.observe(self.clock() - started)
 
@@ -293,10 +297,7 @@ class Reconciler:
             before = previous.get("phase") or "(none)"
             self.post(body, "Normal", "PhaseChanged", f"{before} -> {phase}")
         for cond in result.flipped:
-            warn = (
-                cond.type in (ConditionType.INVALID, ConditionType.UNSCHEDULABLE)
-                and cond.status == "True"
-            )
+            warn = cond.type in ABNORMAL_TRUE and cond.status == "True"
             if cond.type == ConditionType.PROGRESSING:
                 continue  # the inverse of Ready while rolling out: PhaseChanged says it
             if cond.type == ConditionType.READY and result.phase_changed:

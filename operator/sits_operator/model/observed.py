@@ -35,14 +35,49 @@ class ObservedDeployment:
 
 
 @dataclass(frozen=True)
+class ContainerTermination:
+    """How a container last ended (status.containerStatuses[].lastState.terminated).
+
+    With terminationMessagePolicy FallbackToLogsOnError the kubelet puts the last lines
+    of the container's log into `message` when it fails, so a bad vLLM argument reaches
+    the SitsDeployment's conditions without anyone reading pod logs.
+    """
+
+    exit_code: int
+    reason: str = ""
+    message: str = ""
+    finished_at: str = ""
+
+
+@dataclass(frozen=True)
+class ObservedContainer:
+    """What the kubelet reports of one container: restarts, why it waits, how it ended."""
+
+    name: str
+    restart_count: int = 0
+    ready: bool = False
+    waiting_reason: str | None = None
+    waiting_message: str | None = None
+    last_termination: ContainerTermination | None = None
+
+
+@dataclass(frozen=True)
 class ObservedPod:
-    """Scheduling state of one pod; PodScheduled=False carries the scheduler's reason."""
+    """Scheduling and container state of one pod.
+
+    PodScheduled=False carries the scheduler's reason; `containers` the kubelet's view.
+    """
 
     name: str
     variant: str
     phase: str
     unschedulable_message: str | None = None
     node_name: str | None = None
+    containers: tuple[ObservedContainer, ...] = ()
+
+    @property
+    def restarts(self) -> int:
+        return sum(c.restart_count for c in self.containers)
 
 
 @dataclass(frozen=True)

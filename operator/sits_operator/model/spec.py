@@ -82,12 +82,53 @@ class ContainerResources(_Frozen):
     memory: str | None = None
 
 
+# A Kubernetes object passed through to the pod as the user wrote it (an EnvVar, a
+# Toleration, an Affinity, a pod template patch): the CRD's schema checks its shape, the
+# API server the rest when the operator applies the Deployment.
+KubeObject = dict[str, Any]
+
+
+class PodSettings(_Frozen):
+    """What users set on a variant's pods beyond the operator's own fields.
+
+    Set once for every variant in `spec.podDefaults` and per variant in `variants[].pod`;
+    core/pod_settings.py merges the two. None means unset, so that a variant's empty list
+    (e.g. `tolerations: []`) still replaces the defaults' list.
+    """
+
+    env: tuple[KubeObject, ...] | None = None
+    env_from: tuple[KubeObject, ...] | None = Field(default=None, alias="envFrom")
+    image_pull_secrets: tuple[KubeObject, ...] | None = Field(
+        default=None, alias="imagePullSecrets"
+    )
+    service_account_name: str | None = Field(default=None, alias="serviceAccountName")
+    node_selector: dict[str, str] | None = Field(default=None, alias="nodeSelector")
+    affinity: KubeObject | None = None
+    tolerations: tuple[KubeObject, ...] | None = None
+    annotations: dict[str, str] | None = None
+    labels: dict[str, str] | None = None
+    priority_class_name: str | None = Field(default=None, alias="priorityClassName")
+    # A strategic merge patch of the rendered pod template ({metadata, spec}).
+    pod_template: KubeObject | None = Field(default=None, alias="podTemplate")
+
+
+# Startup budget of vLLM when a variant names none: downloading ~16 GB of weights (an 8B
+# model in BF16) at ~50 MB/s takes about 5 minutes, loading them onto the slice, compiling
+# and capturing CUDA graphs a few more; 15 minutes covers that with room to spare.
+DEFAULT_STARTUP_TIMEOUT = "15m"
+
+
 class Variant(_Frozen):
     name: str
     role: Role
     image: str
+    # A Hugging Face repository id, pvc://<claim>/<path>, or an absolute path in the pod.
     model: str
+    # Git ref (branch, tag, commit) of a Hugging Face model: vLLM --revision.
+    model_revision: str | None = Field(default=None, alias="modelRevision")
+    # The rollout's key and label value; never given to vLLM.
     revision: str
+    startup_timeout: str = Field(default=DEFAULT_STARTUP_TIMEOUT, alias="startupTimeout")
     replicas: int = 1
     mig_profile: str = Field(alias="migProfile")
     gpu_product: str | None = Field(default=None, alias="gpuProduct")
@@ -96,6 +137,7 @@ class Variant(_Frozen):
     resources: ContainerResources | None = None
     lora: LoraSettings = LoraSettings()
     cache: CacheSettings = CacheSettings()
+    pod: PodSettings = PodSettings()
 
     @property
     def serves_adapters(self) -> bool:
@@ -167,6 +209,7 @@ class SitsDeploymentSpec(_Frozen):
     traffic: Traffic = Traffic()
     rollout: Rollout = Rollout()
     analysis: Analysis = Analysis()
+    pod_defaults: PodSettings = Field(default=PodSettings(), alias="podDefaults")
 
     @property
     def stable(self) -> Variant:

@@ -23,7 +23,31 @@ class ConditionType(StrEnum):
     PROGRESSING = "Progressing"
     INVALID = "Invalid"
     UNSCHEDULABLE = "Unschedulable"
+    CONTAINERS_FAILING = "ContainersFailing"
     ANALYSIS = "Analysis"
+
+
+# Conditions whose True means something is wrong ("abnormal-true", like Unschedulable):
+# turning True is a Warning event, and the phase says Invalid or Degraded.
+ABNORMAL_TRUE = frozenset(
+    {ConditionType.INVALID, ConditionType.UNSCHEDULABLE, ConditionType.CONTAINERS_FAILING}
+)
+
+
+class ConditionReason(StrEnum):
+    """Reasons the operator itself gives; a failing container's reason is the kubelet's."""
+
+    INVALID_SPEC = "InvalidSpec"
+    SPEC_VALID = "SpecValid"
+    INSUFFICIENT_GPU_RESOURCES = "InsufficientGPUResources"
+    SCHEDULED = "Scheduled"
+    NO_CONTAINER_FAILING = "NoContainerFailing"
+    # When the kubelet's waiting reason is not a valid condition reason (never seen so far).
+    CONTAINER_FAILING = "ContainerFailing"
+    VARIANTS_NOT_READY = "VariantsNotReady"
+    ALL_VARIANTS_READY = "AllVariantsReady"
+    ROLLING_OUT = "RollingOut"
+    ROLLOUT_COMPLETE = "RolloutComplete"
 
 
 @dataclass(frozen=True)

@@ -35,8 +35,8 @@ from typing import TypeVar
 
 import aiohttp
 
-from ..metrics import CacheMetrics
-from .model import (
+from ..metrics import CacheMetrics, Eviction
+from .adapter import (
     OCCUPYING,
     Adapter,
     AdapterLease,
@@ -45,8 +45,8 @@ from .model import (
     resolve_version,
 )
 from .policy import Candidate, DecayedFrequency
-from .spec import ResidencyConfig, split_versioned
-from .telemetry import LoraMetrics
+from .spec import LoraConfig, split_versioned
+from .telemetry import LoadOutcome, LoraMetrics
 from .upstream import UpstreamRejectedError, UpstreamUnreachableError, VllmLoraApi
 from .worker_lru import WorkerLru
 
@@ -56,12 +56,12 @@ TOUCH_TIMEOUT_S = 30.0
 _T = TypeVar("_T")
 
 
-class AdapterResidency:
+class LoraResidency:
     """Keeps at most ``max_resident`` adapters loaded in one vLLM; one per sidecar."""
 
     def __init__(
         self,
-        config: ResidencyConfig,
+        config: LoraConfig,
         *,
         upstream: str,
         metrics: CacheMetrics,
@@ -241,7 +241,7 @@ class AdapterResidency:
             # sharing this task sees the adapter still absent and starts its own load.
             return err if may_wait else None
         if victim is not None:
-            await self._unload(victim, reason="capacity")
+            await self._unload(victim, reason=Eviction.CAPACITY)
         await self._align_worker_lru()
         return await self._call_load(adapter)
 
@@ -301,7 +301,7 @@ class AdapterResidency:
     def _candidate(adapter: Adapter) -> Candidate:
         return Candidate(adapter.name, float(adapter.version.size), adapter.last_used)
 
-    async def _unload(self, victim: Adapter, *, reason: str) -> None:
+    async def _unload(self, victim: Adapter, *, reason: Eviction) -> None:
         """Unload ``victim`` (state UNLOADING); it counts as gone whatever vLLM answers:
         an unreachable vLLM has lost it anyway, and the keeper reconciles the rest."""
         assert self._api is not None
@@ -343,30 +343,36 @@ class AdapterResidency:
                 self.config.load_timeout_s,
             )
         except UpstreamRejectedError as err:
-            return self._failed(adapter, "rejected", f"vLLM refused to load it: {err}", 502)
+            return self._failed(
+                adapter, LoadOutcome.REJECTED, f"vLLM refused to load it: {err}", 502
+            )
         except TimeoutError:
             timeout = self.config.load_timeout_s
-            return self._failed(adapter, "timeout", f"load took over {timeout:.0f} s", 504)
+            return self._failed(
+                adapter, LoadOutcome.TIMEOUT, f"load took over {timeout:.0f} s", 504
+            )
         except UpstreamUnreachableError as err:
             self._nudge.set()
-            return self._failed(adapter, "unreachable", f"vLLM unreachable: {err}", 503)
+            return self._failed(adapter, LoadOutcome.UNREACHABLE, f"vLLM unreachable: {err}", 503)
         elapsed = self._clock() - started
         self._set_state(adapter, State.RESIDENT)
         adapter.loads += 1
         adapter.last_used = max(adapter.last_used, self._clock())
         adapter.failure, adapter.backoff_s, adapter.retry_at = None, 0.0, -math.inf
-        self._metrics.loads.labels("success").inc()
+        self._metrics.loads.labels(LoadOutcome.SUCCESS).inc()
         self._metrics.load_seconds.observe(elapsed)
         self._publish()
         log.info("loaded %s from %s in %.3f s", adapter.served_name, adapter.spec.source, elapsed)
         return None
 
-    def _failed(self, adapter: Adapter, outcome: str, why: str, status: int) -> AdapterUnavailable:
+    def _failed(
+        self, adapter: Adapter, outcome: LoadOutcome, why: str, status: int
+    ) -> AdapterUnavailable:
         """Free the slot; back off unless vLLM was simply not there (not the adapter's
         fault: the next request may find it up, and each try costs one refused connect)."""
         self._set_state(adapter, State.ABSENT)
         failure = AdapterUnavailable(f"adapter {adapter.name}: {why}", status)
-        if outcome != "unreachable":
+        if outcome is not LoadOutcome.UNREACHABLE:
             cfg = self.config
             adapter.backoff_s = min(
                 cfg.backoff_max_s, max(cfg.backoff_initial_s, adapter.backoff_s * 2)
@@ -454,7 +460,7 @@ class AdapterResidency:
                     continue  # not ours (for example --lora-modules): leave it alone
             log.info("unloading %s: an old version, or beyond max_resident", served)
             await self._api.unload(served, UNLOAD_TIMEOUT_S)
-            self._metrics.evicted("stale_version" if adapter is None else "capacity")
+            self._metrics.evicted(Eviction.STALE_VERSION if adapter is None else Eviction.CAPACITY)
 
     # -- introspection -----------------------------------------------------------------
 

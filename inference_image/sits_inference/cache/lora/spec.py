@@ -36,7 +36,7 @@ class AdapterSpec:
     """One adapter the sidecar may load: client-facing name, local directory, version.
 
     The version (the ``@digest`` of the served name) is the digest of the directory's
-    content, computed at ``AdapterResidency.start`` in a worker thread, so any change
+    content, computed at ``LoraResidency.start`` in a worker thread, so any change
     (weights or ``adapter_config.json``) gives a new name. ``digest`` (``sha256:<hex>``,
     as the CRD writes it) is the *expected* sha256 of the weights file: when the
     directory is readable it is verified and a mismatch makes the adapter unavailable;
@@ -61,7 +61,7 @@ class AdapterSpec:
 
 
 @dataclass(frozen=True)
-class ResidencyConfig:
+class LoraConfig:
     """How many adapters vLLM may hold at once (``max_resident``), and which ones exist.
 
     ``max_resident`` maps to vLLM's ``--max-cpu-loras`` (vLLM's CPU-side adapter cache,

@@ -7,14 +7,23 @@ adapters), bytes (their size on disk), evictions (reason="capacity" or "stale_ve
 
 from __future__ import annotations
 
+import enum
 from typing import Final
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from ..metrics import LOOKUP_BUCKETS, CacheMetrics
+from ..metrics import LOOKUP_BUCKETS, CacheMetrics, Eviction, Tier
 
-TIER: Final = "lora"
-LOAD_OUTCOMES: Final = ("success", "rejected", "timeout", "unreachable")
+TIER: Final = Tier.LORA
+
+
+class LoadOutcome(enum.StrEnum):
+    """How a load through vLLM's runtime API ended (``sits_cache_lora_loads_total``)."""
+
+    SUCCESS = "success"
+    REJECTED = "rejected"  # vLLM refused it (bad files, wrong base model)
+    TIMEOUT = "timeout"
+    UNREACHABLE = "unreachable"  # vLLM was not there
 
 
 class LoraMetrics:
@@ -60,16 +69,16 @@ class LoraMetrics:
             "Adapters loaded again after vLLM lost them (restart).",
             registry=r,
         )
-        for outcome in LOAD_OUTCOMES:
+        for outcome in LoadOutcome:
             self.loads.labels(outcome)
-        shared.evictions.labels(TIER, "capacity")
-        shared.evictions.labels(TIER, "stale_version")
+        shared.evictions.labels(TIER, Eviction.CAPACITY)
+        shared.evictions.labels(TIER, Eviction.STALE_VERSION)
 
     def hit(self, waited_s: float, *, hit: bool) -> None:
         (self.shared.hits if hit else self.shared.misses).labels(TIER).inc()
         self.shared.lookup_seconds.labels(TIER).observe(waited_s)
 
-    def evicted(self, reason: str) -> None:
+    def evicted(self, reason: Eviction) -> None:
         self.shared.evictions.labels(TIER, reason).inc()
 
     def set_residency(self, count: int, size: int) -> None:

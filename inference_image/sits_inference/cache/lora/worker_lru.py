@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .model import Adapter, State
+from .adapter import Adapter, State
 
 
 class WorkerLru:

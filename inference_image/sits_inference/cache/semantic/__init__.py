@@ -15,6 +15,7 @@ Modules: `request` (admission, partition key), `normalise` (what is embedded),
 
 from sits_inference.cache.semantic.cache import Hit, SemanticCache, SemanticStats
 from sits_inference.cache.semantic.config import DEFAULT_THRESHOLD, SemanticConfig
+from sits_inference.cache.semantic.normalise import SkipReason
 from sits_inference.cache.semantic.request import Admission, CacheRequest
 
 __all__ = [
@@ -25,4 +26,5 @@ __all__ = [
     "SemanticCache",
     "SemanticConfig",
     "SemanticStats",
+    "SkipReason",
 ]

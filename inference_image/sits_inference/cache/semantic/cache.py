@@ -25,11 +25,11 @@ import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from sits_inference.cache.embedding import Embedder, Vectors, default_embedder
-from sits_inference.cache.metrics import CacheMetrics
+from sits_inference.cache.metrics import CacheMetrics, Eviction, Tier
 from sits_inference.cache.semantic import guard
 from sits_inference.cache.semantic.clusters import OnlineKMeans, Representatives
 from sits_inference.cache.semantic.config import SemanticConfig
-from sits_inference.cache.semantic.index import VectorIndex, entry_id
+from sits_inference.cache.semantic.index import EntryIndex, entry_id
 from sits_inference.cache.semantic.normalise import exact_key
 from sits_inference.cache.semantic.request import Admission, CacheRequest, admit
 from sits_inference.cache.semantic.store import (
@@ -42,7 +42,7 @@ from sits_inference.cache.semantic.store import (
     unpack,
 )
 
-TIER: Final = "semantic"
+TIER: Final = Tier.SEMANTIC
 CANDIDATES: Final = 8
 PENDING_EMBEDDINGS: Final = 1024
 REFILE_PER_STEP: Final = 64
@@ -134,7 +134,7 @@ class SemanticCache:
         self._lock = threading.RLock()
         clusters = max_clusters_for(config.max_entries)
         self._kmeans = OnlineKMeans(self._embedder.dimension, clusters)
-        self._index = VectorIndex(self._embedder.dimension, clusters, nprobe=nprobe)
+        self._index = EntryIndex(self._embedder.dimension, clusters, nprobe=nprobe)
         self._store = EntryStore()
         self._reps = Representatives(lambda e: self._store.entries[e].hits)
         # Partition key -> small number (the high bits of entry ids), and back; a
@@ -418,7 +418,8 @@ class SemanticCache:
     def _enforce_capacity(self) -> None:
         max_bytes = self._capacity_bytes()
         while len(self._store) > self.config.max_entries or self._store.nbytes > max_bytes:
-            reason = "max_entries" if len(self._store) > self.config.max_entries else "max_bytes"
+            over_entries = len(self._store) > self.config.max_entries
+            reason = Eviction.MAX_ENTRIES if over_entries else Eviction.MAX_BYTES
             victim = self._store.least_valuable()
             if victim is None:
                 break

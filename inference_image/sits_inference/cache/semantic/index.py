@@ -49,8 +49,9 @@ def partition_of(entry: int) -> int:
     return entry >> PARTITION_SHIFT
 
 
-class VectorIndex:
-    """IVF over unit vectors, inner product (= cosine); not thread-safe (caller locks)."""
+class EntryIndex:
+    """L1's entries by embedding: IVF over unit vectors, inner product (= cosine); not
+    thread-safe (caller locks). Not the vector tier (L2), which serves a prebuilt index."""
 
     def __init__(self, dimension: int, max_clusters: int, *, nprobe: int = 16) -> None:
         self.dimension = dimension

@@ -9,6 +9,7 @@ fixed by the conversation, so they go into the partition key byte for byte (see
 
 from __future__ import annotations
 
+import enum
 import re
 import unicodedata
 from collections.abc import Mapping, Sequence
@@ -24,10 +25,28 @@ _SPACE = re.compile(r"\s+")
 _TRAILING = re.compile("[\\s?!.\u3002\uff1f\uff01]+$")
 
 
+class SkipReason(enum.StrEnum):
+    """Why a request is not cached: the ``x-sits-cache-reason`` header and the ``reason``
+    label of ``sits_cache_skipped_total`` (the first reason found wins)."""
+
+    DISABLED = "disabled"
+    MALFORMED = "malformed"
+    MULTIPLE_CHOICES = "n>1"
+    LOGPROBS = "logprobs"
+    ECHO = "echo"
+    NON_DETERMINISTIC = "non-deterministic"
+    NON_TEXT_CONTENT = "non-text-content"
+    EMPTY_PROMPT = "empty-prompt"
+    LAST_MESSAGE_NOT_USER = "last-message-not-user"
+    TOKEN_PROMPT = "token-prompt"
+    BATCH_PROMPT = "batch-prompt"
+    ADMIT_ERROR = "admit-error"  # the sidecar's: L1 itself failed on the request
+
+
 class UncacheableError(Exception):
     """The request is valid for vLLM (or vLLM will say it is not) but unsafe to cache."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: SkipReason) -> None:
         super().__init__(reason)
         self.reason = reason
 
@@ -61,32 +80,32 @@ def _content_text(content: Any) -> str:
         texts: list[str] = []
         for part in content:
             if not isinstance(part, Mapping) or part.get("type") != "text":
-                raise UncacheableError("non-text-content")
+                raise UncacheableError(SkipReason.NON_TEXT_CONTENT)
             value = part.get("text")
             if not isinstance(value, str):
-                raise UncacheableError("malformed")
+                raise UncacheableError(SkipReason.MALFORMED)
             texts.append(value)
         return "\n".join(texts)
     if content is None:
-        raise UncacheableError("empty-prompt")
-    raise UncacheableError("malformed")
+        raise UncacheableError(SkipReason.EMPTY_PROMPT)
+    raise UncacheableError(SkipReason.MALFORMED)
 
 
 def extract_chat(body: Mapping[str, Any]) -> Extracted:
     """Last user message to embed; everything before it (and its other fields) as context."""
     messages = body.get("messages")
     if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)) or not messages:
-        raise UncacheableError("malformed")
+        raise UncacheableError(SkipReason.MALFORMED)
     if not all(isinstance(m, Mapping) for m in messages):
-        raise UncacheableError("malformed")
+        raise UncacheableError(SkipReason.MALFORMED)
     last = messages[-1]
     if last.get("role") != "user":
         # An assistant prefix to continue, or a tool result to react to: the "question" is
         # not a user's wording, and nothing paraphrases it.
-        raise UncacheableError("last-message-not-user")
+        raise UncacheableError(SkipReason.LAST_MESSAGE_NOT_USER)
     text = normalise_text(_content_text(last.get("content")))
     if not text:
-        raise UncacheableError("empty-prompt")
+        raise UncacheableError(SkipReason.EMPTY_PROMPT)
     extra = {k: v for k, v in last.items() if k != "content"}
     return Extracted(text=text, context={"history": list(messages[:-1]), "last": extra})
 
@@ -96,17 +115,19 @@ def extract_completion(body: Mapping[str, Any]) -> Extracted:
     prompt = body.get("prompt")
     if isinstance(prompt, Sequence) and not isinstance(prompt, str):
         if prompt and all(isinstance(t, int) for t in prompt):
-            raise UncacheableError("token-prompt")  # token ids: nothing to embed
+            raise UncacheableError(SkipReason.TOKEN_PROMPT)  # token ids: nothing to embed
         if len(prompt) != 1:
-            raise UncacheableError("batch-prompt" if len(prompt) > 1 else "empty-prompt")
+            raise UncacheableError(
+                SkipReason.BATCH_PROMPT if len(prompt) > 1 else SkipReason.EMPTY_PROMPT
+            )
         prompt = prompt[0]
     if isinstance(prompt, int) or (isinstance(prompt, Sequence) and not isinstance(prompt, str)):
-        raise UncacheableError("token-prompt")
+        raise UncacheableError(SkipReason.TOKEN_PROMPT)
     if not isinstance(prompt, str):
-        raise UncacheableError("malformed")
+        raise UncacheableError(SkipReason.MALFORMED)
     text = normalise_text(prompt)
     if not text:
-        raise UncacheableError("empty-prompt")
+        raise UncacheableError(SkipReason.EMPTY_PROMPT)
     # A raw prompt's trailing whitespace steers the continuation ("A:" vs "A: " vs "A:\n")
     # while meaning nothing to the embedder, so it must match exactly.
     return Extracted(text=text, context={"trailing": prompt[len(prompt.rstrip()) :]})

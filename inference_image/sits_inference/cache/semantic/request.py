@@ -19,6 +19,7 @@ from sits_inference.cache.semantic.config import SemanticConfig
 from sits_inference.cache.semantic.normalise import (
     MAX_SEMANTIC_CHARS,
     Extracted,
+    SkipReason,
     UncacheableError,
     exact_key,
     extract_chat,
@@ -70,7 +71,7 @@ class Admission:
     """
 
     cacheable: bool
-    reason: str
+    reason: SkipReason | None
     partition: str = ""
     text: str = ""
     exact: str = ""
@@ -84,17 +85,17 @@ def admit(config: SemanticConfig, request: CacheRequest) -> Admission:
     """Decide cacheability; the first reason found wins (listed in the README)."""
     try:
         if not config.enabled:
-            raise UncacheableError("disabled")
+            raise UncacheableError(SkipReason.DISABLED)
         body = request.body
         if not isinstance(body, Mapping):
-            raise UncacheableError("malformed")
+            raise UncacheableError(SkipReason.MALFORMED)
         _check_sampling(config, body)
         extracted = extract_chat(body) if request.kind == "chat" else extract_completion(body)
     except UncacheableError as refused:
         return Admission(cacheable=False, reason=refused.reason)
     return Admission(
         cacheable=True,
-        reason="",
+        reason=None,
         partition=partition_key(request, extracted),
         text=extracted.text,
         exact=exact_key(extracted.text),
@@ -110,16 +111,16 @@ def _check_sampling(config: SemanticConfig, body: Mapping[str, Any]) -> None:
     if n is not None and n != 1:
         # n choices are meant to be n different draws (or are compared against each other);
         # replaying one stored set makes every later "sample" the same sample.
-        raise UncacheableError("n>1")
+        raise UncacheableError(SkipReason.MULTIPLE_CHOICES)
     for field in LOGPROB_FIELDS:
         value = body.get(field)
         if value not in (None, False, 0):
-            raise UncacheableError("logprobs")
+            raise UncacheableError(SkipReason.LOGPROBS)
     if body.get("echo"):
         # The answer repeats the prompt: a paraphrase would get someone else's prompt back.
-        raise UncacheableError("echo")
+        raise UncacheableError(SkipReason.ECHO)
     if not config.cache_non_deterministic and not is_deterministic(body):
-        raise UncacheableError("non-deterministic")
+        raise UncacheableError(SkipReason.NON_DETERMINISTIC)
 
 
 def is_deterministic(body: Mapping[str, Any]) -> bool:

@@ -1,7 +1,7 @@
 """The pure SLI decision engine: samples and state in, verdicts and a Decision out.
 
 No I/O and no clock: the handler passes `now`, the observations and the weights it read
-back from the traffic router, and applies what `decide` returns (DESIGN.md 5).
+back from the traffic router, and applies what `decide` returns (docs/architecture.md section 5).
 """
 
 from sits_operator.core.analysis.decide import decide

@@ -1,7 +1,7 @@
 """`decide`: one evaluation of one SitsDeployment, from observations to a Decision.
 
 The order matters and is the whole contract:
-1. a new candidate revision restarts the analysis (DESIGN.md 5);
+1. a new candidate revision restarts the analysis (docs/architecture.md section 5);
 2. new manual commands act, each acknowledged once;
 3. terminal phases (Succeeded, RolledBack) do nothing;
 4. a period already counted is not counted again (an operator restart is harmless);

@@ -1,9 +1,9 @@
 """Judging samples: one rule, one variant, one period -> Pass, Fail, NoData or Error.
 
-The four verdicts follow DESIGN.md 5: only Fail moves toward an action, NoData (no
-number, or too few requests behind it) holds, Error (the query failed) freezes. Keeping
-the reference value next to the verdict lets reasons and events name exactly what was
-compared with what.
+The four verdicts follow docs/architecture.md section 5: only Fail moves toward an
+action, NoData (no number, or too few requests behind it) holds, Error (the query failed)
+freezes. Keeping the reference value next to the verdict lets reasons and events name
+exactly what was compared with what.
 """
 
 from __future__ import annotations

@@ -75,7 +75,8 @@ def current_weights(
 ) -> dict[str, int]:
     """What traffic is doing now: the router's read-back, else what we last decided.
 
-    Observed weights win (DESIGN.md 5: trust observed state); missing variants read as 0.
+    Observed weights win (docs/architecture.md section 5: trust observed state); missing
+    variants read as 0.
     """
     source = observed or state.weights
     if not source:

@@ -1,0 +1,199 @@
+"""Host network pieces of the real node: the bridge, the block's routes, two guards.
+
+Set up before the kubelet starts (it checks that its node IP is on an interface) and
+removed by ``down``. Everything made here is named so it can be found and removed
+exactly: the bridge ``sits0``, routes for ``network.BLOCK`` and ``network.SERVICE_CIDR``,
+and the iptables chain ``SITS-GUARD``. What the kernel had before (``ip_forward``,
+``bridge-nf-call-iptables``) is recorded in the state dir and put back.
+
+The guards:
+- ``unreachable`` for the whole block beside the bridge's /24: a packet to a pod or
+  Service address nobody holds fails here instead of following the default route out of
+  the machine.
+- the Service range is routed onto the bridge (not unreachable), because a connection the
+  host opens to a ClusterIP is routed *before* kube-proxy's DNAT rewrites it.
+- ``SITS-GUARD`` accepts the apiserver's port only from loopback and the bridge: the
+  apiserver listens on all addresses so pods reach it through the ``kubernetes`` Service.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+from . import network
+
+GUARD_CHAIN = "SITS-GUARD"
+SYSCTLS = (
+    "net/ipv4/ip_forward",
+    "net/bridge/bridge-nf-call-iptables",
+)
+
+
+class NodeNetError(RuntimeError):
+    """A host network command failed; the message carries the command and its stderr."""
+
+
+def _run(*cmd: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(list(cmd), capture_output=True, text=True, check=False)
+    if check and result.returncode != 0:
+        raise NodeNetError(f"{' '.join(cmd)} failed: {result.stderr.strip()}")
+    return result
+
+
+def link_exists(name: str) -> bool:
+    return _run("ip", "link", "show", name, check=False).returncode == 0
+
+
+def _ensure_br_netfilter() -> None:
+    """Service traffic between two pods on one bridge must pass iptables (kube-proxy's DNAT)."""
+    if not Path("/proc/sys/net/bridge").is_dir():
+        _run("modprobe", "br_netfilter", check=False)
+    if not Path("/proc/sys/net/bridge").is_dir():
+        raise NodeNetError("br_netfilter is not available: /proc/sys/net/bridge is missing")
+
+
+def _save_and_set_sysctls(saved: Path) -> None:
+    if not saved.exists():
+        before = {name: Path("/proc/sys", name).read_text().strip() for name in SYSCTLS}
+        saved.write_text(json.dumps(before))
+    for name in SYSCTLS:
+        Path("/proc/sys", name).write_text("1")
+
+
+def _restore_sysctls(saved: Path) -> None:
+    try:
+        before = json.loads(saved.read_text())
+    except FileNotFoundError:
+        return
+    for name, value in before.items():
+        path = Path("/proc/sys", name)
+        if path.exists():
+            path.write_text(str(value))
+    saved.unlink(missing_ok=True)
+
+
+def _ensure_bridge() -> None:
+    if not link_exists(network.BRIDGE):
+        _run("ip", "link", "add", network.BRIDGE, "type", "bridge")
+    addr = f"{network.NODE_IP}/{network.NODE_POD_CIDR.split('/')[1]}"
+    shown = _run("ip", "-o", "addr", "show", "dev", network.BRIDGE).stdout
+    if addr not in shown:
+        _run("ip", "addr", "add", addr, "dev", network.BRIDGE)
+    _run("ip", "link", "set", network.BRIDGE, "up")
+
+
+def _ensure_routes() -> None:
+    _run("ip", "route", "replace", "unreachable", network.BLOCK)
+    service_route = (network.SERVICE_CIDR, "dev", network.BRIDGE, "src", network.NODE_IP)
+    _run("ip", "route", "replace", *service_route)
+
+
+def _iptables(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return _run("iptables", "-w", "5", *args, check=check)
+
+
+def ensure_apiserver_guard(port: int) -> None:
+    """The apiserver's port is reachable from loopback and the bridge only (idempotent)."""
+    if _iptables("-n", "-L", GUARD_CHAIN, check=False).returncode != 0:
+        _iptables("-N", GUARD_CHAIN)
+    _iptables("-F", GUARD_CHAIN)
+    _iptables("-A", GUARD_CHAIN, "-i", "lo", "-j", "RETURN")
+    _iptables("-A", GUARD_CHAIN, "-i", network.BRIDGE, "-j", "RETURN")
+    _iptables("-A", GUARD_CHAIN, "-j", "DROP")
+    jump = ("INPUT", "-p", "tcp", "--dport", str(port), "-j", GUARD_CHAIN)
+    if _iptables("-C", *jump, check=False).returncode != 0:
+        _iptables("-I", *jump)
+
+
+def remove_apiserver_guard() -> None:
+    """Remove every jump to the guard chain (any port), then the chain itself."""
+    listing = _iptables("-S", "INPUT", check=False).stdout.splitlines()
+    for rule in listing:
+        if rule.startswith("-A INPUT") and f"-j {GUARD_CHAIN}" in rule:
+            _iptables("-D", *rule.split()[1:], check=False)
+    if _iptables("-n", "-L", GUARD_CHAIN, check=False).returncode == 0:
+        _iptables("-F", GUARD_CHAIN)
+        _iptables("-X", GUARD_CHAIN)
+
+
+#: Paths the kubelet and containerd use whatever they are told (compiled-in defaults: the
+#: device-plugin directory, the CNI result cache, containerd's fifo and shim socket
+#: directories, the log links). ``down`` removes those that did not exist before ``up``.
+FIXED_PATHS = (
+    "/var/lib/kubelet",
+    "/var/lib/cni",
+    "/run/containerd",
+    "/var/log/containers",
+    "/var/log/pods",
+)
+
+
+def _record_fixed_paths(saved: Path) -> None:
+    """Called once per start (after any clean-up): which fixed paths this start creates."""
+    saved.write_text(json.dumps([p for p in FIXED_PATHS if not Path(p).exists()]))
+
+
+def _remove_fixed_paths(saved: Path) -> None:
+    try:
+        created = json.loads(saved.read_text())
+    except FileNotFoundError:
+        return
+    for path in created:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def fixed_paths_left(state_dir: Path) -> list[str]:
+    """Fixed paths this node created that still exist (empty after ``down``)."""
+    try:
+        created = json.loads((state_dir / "fixed-paths-created.json").read_text())
+    except FileNotFoundError:
+        return []
+    return [p for p in created if Path(p).exists()]
+
+
+def setup(state_dir: Path) -> None:
+    """Bridge with the node IP, routes, sysctls; safe to call again on a running node."""
+    _ensure_br_netfilter()
+    state_dir.mkdir(parents=True, exist_ok=True)
+    _save_and_set_sysctls(state_dir / "sysctls-before.json")
+    _record_fixed_paths(state_dir / "fixed-paths-created.json")
+    _ensure_bridge()
+    _ensure_routes()
+
+
+def teardown(state_dir: Path) -> None:
+    """Remove the routes, the veths left on the bridge, the bridge; restore sysctls."""
+    _run("ip", "route", "del", network.SERVICE_CIDR, check=False)
+    _run("ip", "route", "del", "unreachable", network.BLOCK, check=False)
+    for veth in bridge_ports():
+        _run("ip", "link", "del", veth, check=False)
+    if link_exists(network.BRIDGE):
+        _run("ip", "link", "del", network.BRIDGE)
+    _restore_sysctls(state_dir / "sysctls-before.json")
+    _remove_fixed_paths(state_dir / "fixed-paths-created.json")
+
+
+def bridge_ports() -> list[str]:
+    """Interfaces enslaved to the bridge (the host ends of pod veths)."""
+    if not link_exists(network.BRIDGE):
+        return []
+    out = _run("ip", "-o", "link", "show", "master", network.BRIDGE, check=False).stdout
+    return [line.split(":")[1].strip().split("@")[0] for line in out.splitlines() if ":" in line]
+
+
+def leftovers() -> list[str]:
+    """What of ours is still on the host; ``down`` must leave this empty (tests check)."""
+    found = []
+    if link_exists(network.BRIDGE):
+        found.append(f"link {network.BRIDGE}")
+    routes = _run("ip", "route", "show", "table", "all", check=False).stdout
+    for line in routes.splitlines():
+        if line.split(" ")[:2] in (["unreachable", network.BLOCK], [network.SERVICE_CIDR, "dev"]):
+            found.append(f"route {line.strip()}")
+    for rule in _iptables("-S", check=False).stdout.splitlines():
+        if GUARD_CHAIN in rule:
+            found.append(f"iptables {rule}")
+    return found

@@ -1,0 +1,83 @@
+"""Helpers for tests on the local cluster's real node (``sits-node-0``)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sits_localcluster.cluster import LocalCluster
+from sits_localcluster.node import REAL_NODE_LABEL, REAL_NODE_TOLERATION
+
+#: The pod settings that place a pod on the real node (the kwok nodes only pretend).
+ON_REAL_NODE: dict[str, Any] = {
+    "nodeSelector": dict(REAL_NODE_LABEL),
+    "tolerations": [dict(REAL_NODE_TOLERATION)],
+}
+
+
+def wait(what: str, check: Callable[[], bool], timeout: float = 90.0, step: float = 0.5) -> float:
+    """Poll ``check``; fail the test after ``timeout``. Returns the seconds it took."""
+    start = time.monotonic()
+    while not check():
+        if time.monotonic() - start > timeout:
+            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(step)
+    return time.monotonic() - start
+
+
+def get(cluster: LocalCluster, *args: str) -> dict[str, Any]:
+    value: dict[str, Any] = json.loads(cluster.kubectl("get", *args, "-o", "json").stdout)
+    return value
+
+
+def apply(cluster: LocalCluster, namespace: str | None, *objects: dict[str, Any]) -> None:
+    doc = json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)})
+    ns = ["-n", namespace] if namespace else []
+    cluster.kubectl("apply", *ns, "-f", "-", input=doc)
+
+
+def pod_ready(pod: dict[str, Any]) -> bool:
+    conditions = pod.get("status", {}).get("conditions", [])
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+def container_status(pod: dict[str, Any], name: str) -> dict[str, Any] | None:
+    for status in pod.get("status", {}).get("containerStatuses", []):
+        if status["name"] == name:
+            result: dict[str, Any] = status
+            return result
+    return None
+
+
+def kill_container(cluster: LocalCluster, pod: dict[str, Any], container: str) -> None:
+    """SIGKILL a container's processes from the host (as the OOM killer or a crash would).
+
+    From inside, PID 1 of a container ignores SIGKILL sent from its own PID namespace.
+    """
+    status = container_status(pod, container)
+    assert status is not None, f"no container {container} in {pod['metadata']['name']}"
+    container_id = status["containerID"].removeprefix("containerd://")
+    socket = cluster.node_layout().containerd_socket
+    subprocess.run(
+        ["ctr", "-a", str(socket), "-n", "k8s.io", "tasks", "kill", "-a", "-s", "SIGKILL",
+         container_id],
+        check=True, capture_output=True, timeout=30,
+    )  # fmt: skip
+
+
+def container_cgroup(pod: dict[str, Any], container: str, controller: str = "memory") -> Path:
+    """The container's cgroup directory (cgroup v1, cgroupfs driver, kubelet QoS tree)."""
+    status = container_status(pod, container)
+    assert status is not None
+    container_id = str(status["containerID"]).removeprefix("containerd://")
+    uid = str(pod["metadata"]["uid"])
+    qos = str(pod["status"]["qosClass"]).lower()
+    base = Path("/sys/fs/cgroup") / controller / "kubepods"
+    pod_dir = base / f"pod{uid}" if qos == "guaranteed" else base / qos / f"pod{uid}"
+    return pod_dir / container_id

@@ -1,0 +1,263 @@
+"""The operator's pods run for real: vLLM and the cache sidecar on the real node.
+
+The operator itself runs in the cluster, installed by its Helm chart from the local
+``sits-operator`` image; the tiny model reaches the pods through a PersistentVolume and a
+``pvc://`` model reference, as a user's weights would. Nothing here is faked: the
+readiness probe is vLLM's ``/health``, requests reach vLLM through the sidecar via the
+variant's ClusterIP, and the memory limit is read back from the container's cgroup.
+"""
+
+from __future__ import annotations
+
+import calendar
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from openai import OpenAI
+from openai.types.chat import ChatCompletionMessageParam
+from tests.integration.real_node import (
+    ON_REAL_NODE,
+    apply,
+    container_cgroup,
+    container_status,
+    get,
+    kill_container,
+    pod_ready,
+    wait,
+)
+
+from sits_localcluster import addons, network, realnode
+from sits_localcluster.cluster import LocalCluster
+from sits_localcluster.helm import helm_install, helm_uninstall, local_install_values
+from sits_localcluster.images.specs import VLLM_VERSION
+from sits_localcluster.node import NODE_NAME
+from sits_operator.core.quantity import parse_bytes
+from sits_vllm.model import ensure_tiny_model
+
+pytestmark = [pytest.mark.cluster, pytest.mark.vllm]
+
+PROJECT_VERSION = "0.1.0"
+VLLM_IMAGE = f"sits.local/vllm-cpu:{VLLM_VERSION}"
+NAME = "chat"
+SERVED = "tiny"
+VLLM_MEMORY = "4Gi"
+#: A vLLM argument it refuses at start-up: the candidate crash-loops for a real reason.
+BAD_ARG = "--max-model-len=not-a-number"
+#: What vLLM on the CPU needs on this machine (tiny model, 1 GiB KV cache, no compile).
+CPU_ARGS = ["--dtype=float32", "--max-model-len=256", "--enforce-eager"]
+POD_READY_BUDGET_S = 90.0
+
+
+@dataclass
+class Live:
+    cluster: LocalCluster
+    namespace: str
+    operator_namespace: str
+    ready_after_scheduled_s: float
+    saw_running_but_unready: bool
+
+
+def _variant(name: str, role: str, revision: str, extra_args: list[str]) -> dict[str, Any]:
+    return {
+        "name": name,
+        "role": role,
+        "image": VLLM_IMAGE,
+        "model": "pvc://models/tiny",
+        "revision": revision,
+        "replicas": 1,
+        "migProfile": "1g.10gb",
+        "gpuProduct": "NVIDIA-A100-SXM4-80GB",
+        "resources": {"memory": VLLM_MEMORY},
+        "vllmArgs": [*CPU_ARGS, *extra_args],
+    }
+
+
+def sits_deployment(candidate_args: list[str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "sits.dev/v1alpha1",
+        "kind": "SitsDeployment",
+        "metadata": {"name": NAME},
+        "spec": {
+            "servedModelName": SERVED,
+            "podDefaults": {
+                **ON_REAL_NODE,
+                "env": [{"name": "VLLM_CPU_KVCACHE_SPACE", "value": "1"}],
+            },
+            "variants": [
+                _variant("v1", "stable", "tiny-a", []),
+                _variant("v2", "candidate", "tiny-b", candidate_args),
+            ],
+            "traffic": {"router": "none"},
+        },
+    }
+
+
+def _model_volume(cluster: LocalCluster, namespace: str) -> None:
+    """The tiny model on a local PersistentVolume of the real node, claimed as ``models``."""
+    volume = f"tiny-model-{namespace}"
+    model = realnode.volume_dir(cluster.node_layout(), f"{volume}/tiny", ensure_tiny_model())
+    pv = addons.local_volume(volume, str(model.parent), "1Gi", namespace, "models")
+    apply(cluster, None, pv)
+    apply(cluster, namespace, addons.volume_claim("models", namespace, "1Gi", volume))
+
+
+def _variant_pod(cluster: LocalCluster, namespace: str, variant: str) -> dict[str, Any] | None:
+    pods = get(cluster, "pods", "-n", namespace, "-l", f"sits.dev/variant={variant}")["items"]
+    live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+    return live[0] if live else None
+
+
+def _scheduled_at(pod: dict[str, Any]) -> float:
+    for cond in pod["status"].get("conditions", []):
+        if cond["type"] == "PodScheduled" and cond["status"] == "True":
+            stamp = time.strptime(cond["lastTransitionTime"], "%Y-%m-%dT%H:%M:%SZ")
+            return float(calendar.timegm(stamp))
+    raise AssertionError("pod not scheduled")
+
+
+def _wait_stable_ready(cluster: LocalCluster, namespace: str) -> tuple[float, bool]:
+    """Seconds from the stable pod's scheduling to Ready, and whether Ready lagged Running."""
+    saw_unready = False
+
+    def ready() -> bool:
+        nonlocal saw_unready
+        pod = _variant_pod(cluster, namespace, "v1")
+        if pod is None:
+            return False
+        vllm = container_status(pod, "vllm")
+        if vllm and "running" in vllm["state"] and not vllm["ready"]:
+            saw_unready = True
+        return pod_ready(pod)
+
+    wait("the stable vLLM pod Ready", ready, timeout=600, step=1.0)
+    pod = _variant_pod(cluster, namespace, "v1")
+    assert pod is not None
+    return time.time() - _scheduled_at(pod), saw_unready
+
+
+@pytest.fixture(scope="module")
+def live(local_cluster: LocalCluster, crds_installed: tuple[str, ...]) -> Iterator[Live]:
+    """A watched namespace, the operator from its chart, the model volume, the rollout."""
+    cluster = local_cluster
+    cluster.ensure_images(("vllm-cpu", "sits-inference", "sits-operator"))
+    suffix = uuid.uuid4().hex[:6]
+    namespace, operator_ns = f"sits-live-{suffix}", f"sits-system-{suffix}"
+    cluster.kubectl("create", "namespace", namespace)
+    values = local_install_values(PROJECT_VERSION, watch=(namespace,))
+    values["defaultPolicy"] = {"install": False}
+    try:
+        helm_install(cluster, "sits", operator_ns, values)
+        _model_volume(cluster, namespace)
+        apply(cluster, namespace, sits_deployment([BAD_ARG]))
+        ready_s, saw_unready = _wait_stable_ready(cluster, namespace)
+        yield Live(cluster, namespace, operator_ns, ready_s, saw_unready)
+    finally:
+        cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+        helm_uninstall(cluster, "sits", operator_ns)
+        cluster.kubectl("delete", "namespace", operator_ns, "--wait=false", check=False)
+        cluster.kubectl("delete", "pv", f"tiny-model-{namespace}", "--wait=false", check=False)
+        realnode.remove_volume_data(cluster.node_layout(), f"tiny-model-{namespace}")
+
+
+def test_operator_runs_in_the_cluster_from_its_chart(live: Live) -> None:
+    pods = get(live.cluster, "pods", "-n", live.operator_namespace)["items"]
+    (pod,) = pods
+    assert pod["spec"]["nodeName"] == NODE_NAME
+    assert pod["spec"]["containers"][0]["image"] == f"sits.local/sits-operator:{PROJECT_VERSION}"
+    assert pod_ready(pod)
+    # The operator in the pod reconciled the rollout (status written, children applied).
+    sitsd = get(live.cluster, "sitsdeployment", "-n", live.namespace, NAME)
+    assert sitsd["status"]["observedGeneration"] == sitsd["metadata"]["generation"]
+
+
+def test_vllm_pod_is_ready_only_once_vllm_answers_health(live: Live) -> None:
+    pod = _variant_pod(live.cluster, live.namespace, "v1")
+    assert pod is not None
+    assert pod["spec"]["nodeName"] == NODE_NAME
+    vllm = next(c for c in pod["spec"]["containers"] if c["name"] == "vllm")
+    assert vllm["readinessProbe"]["httpGet"]["path"] == "/health"
+    assert live.saw_running_but_unready, "Ready came with the container start: probe not real?"
+    print(f"stable vLLM pod Ready {live.ready_after_scheduled_s:.1f} s after it was scheduled")
+    assert live.ready_after_scheduled_s <= POD_READY_BUDGET_S * 2
+
+
+def test_openai_client_reaches_vllm_through_the_sidecar_on_the_cluster_ip(live: Live) -> None:
+    service = get(live.cluster, "service", "-n", live.namespace, f"{NAME}-v1")
+    cluster_ip = service["spec"]["clusterIP"]
+    port = service["spec"]["ports"][0]["port"]
+    assert cluster_ip.startswith(network.SERVICE_CIDR.rsplit(".", 2)[0])
+    messages: list[ChatCompletionMessageParam] = [
+        {"role": "user", "content": "What is the capital of France?"}
+    ]
+    with OpenAI(base_url=f"http://{cluster_ip}:{port}/v1", api_key="unused", max_retries=0,
+                http_client=httpx2.Client(trust_env=False)) as client:  # fmt: skip
+        first = client.chat.completions.with_raw_response.create(
+            model=SERVED,
+            messages=messages,
+            max_tokens=8,
+            temperature=0,
+        )
+        second = client.chat.completions.with_raw_response.create(
+            model=SERVED,
+            messages=messages,
+            max_tokens=8,
+            temperature=0,
+        )
+    assert first.headers["x-sits-cache"] == "miss"
+    assert second.headers["x-sits-cache"] == "hit", "L1 served by the sidecar in the pod"
+    assert second.parse().choices[0].message.content == first.parse().choices[0].message.content
+
+
+def test_memory_limit_is_the_containers_cgroup_limit(live: Live) -> None:
+    pod = _variant_pod(live.cluster, live.namespace, "v1")
+    assert pod is not None
+    limit = Path(container_cgroup(pod, "vllm"), "memory.limit_in_bytes").read_text()
+    assert int(limit) == parse_bytes(VLLM_MEMORY)
+
+
+def test_crashlooping_candidate_shows_in_conditions_and_stable_is_untouched(live: Live) -> None:
+    before = get(live.cluster, "deployment", "-n", live.namespace, f"{NAME}-v1")
+
+    def failing() -> bool:
+        status = get(live.cluster, "sitsdeployment", "-n", live.namespace, NAME)["status"]
+        conds = {c["type"]: c for c in status.get("conditions", [])}
+        cond = conds.get("ContainersFailing") or {}
+        return cond.get("status") == "True" and cond.get("reason") == "CrashLoopBackOff"
+
+    wait("ContainersFailing=True (CrashLoopBackOff) on the SitsDeployment", failing, timeout=240)
+    status = get(live.cluster, "sitsdeployment", "-n", live.namespace, NAME)["status"]
+    cond = next(c for c in status["conditions"] if c["type"] == "ContainersFailing")
+    assert "v2" in cond["message"]
+    assert "max-model-len" in cond["message"], cond["message"]  # vLLM's own last words
+    weights = {v["name"]: v.get("weight") for v in status["variants"]}
+    assert weights["v2"] == 0
+    after = get(live.cluster, "deployment", "-n", live.namespace, f"{NAME}-v1")
+    assert after["metadata"]["generation"] == before["metadata"]["generation"]
+    assert after["spec"] == before["spec"]
+
+
+def test_a_killed_vllm_container_is_restarted_and_counted_in_status(live: Live) -> None:
+    pod = _variant_pod(live.cluster, live.namespace, "v1")
+    assert pod is not None
+    kill_container(live.cluster, pod, "vllm")
+
+    def restarted_and_shown() -> bool:
+        status = get(live.cluster, "sitsdeployment", "-n", live.namespace, NAME)["status"]
+        v1 = next(v for v in status["variants"] if v["name"] == "v1")
+        return int(v1.get("restarts", 0)) >= 1
+
+    wait("the restart in status.variants[v1].restarts", restarted_and_shown, timeout=120)
+    wait(
+        "the stable pod Ready again",
+        lambda: pod_ready(_variant_pod(live.cluster, live.namespace, "v1") or {}),
+        timeout=300,
+        step=1.0,
+    )
+    print(json.dumps(get(live.cluster, "sitsdeployment", "-n", live.namespace, NAME)["status"]))
