@@ -196,4 +196,9 @@ def leftovers() -> list[str]:
     for rule in _iptables("-S", check=False).stdout.splitlines():
         if GUARD_CHAIN in rule:
             found.append(f"iptables {rule}")
+    veths = _run("ip", "-o", "link", "show", "type", "veth", check=False).stdout
+    for line in veths.splitlines():
+        name = line.split(":")[1].strip().split("@")[0]
+        if name.startswith("veth"):  # the CNI bridge plugin's host-side names
+            found.append(f"veth {name}")
     return found

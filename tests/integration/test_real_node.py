@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
 import subprocess
 import urllib.request
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -78,6 +80,7 @@ def test_node_is_ready_with_mig_slices_labels_and_taint(local_cluster: LocalClus
     assert [t["key"] for t in taints] == [REAL_NODE_TAINT_KEY]
 
 
+@pytest.mark.timeout(900)  # the first user of `node_images`, which may build an image
 def test_pod_resolves_services_and_reaches_the_apiserver(
     node_images: LocalCluster, cluster_namespace: str
 ) -> None:
@@ -180,3 +183,28 @@ def test_a_killed_container_is_restarted_by_the_kubelet(
         )
 
     _wait("the kubelet to restart the killed container", restarted)
+
+
+@pytest.mark.timeout(300)
+def test_down_leaves_nothing_behind_and_up_starts_again(local_cluster: LocalCluster) -> None:
+    """Last in this file: the whole cluster down (pods still running), checked, then up."""
+    assert local_cluster.node_leftovers() == [], "the running node is not all accounted for"
+    local_cluster.down()
+    assert local_cluster.leftovers() == []
+    # The same, spelled out by kind, so a check that stopped looking would show here.
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    assert network.BRIDGE not in links
+    assert "veth" not in links
+    mounts = Path("/proc/self/mountinfo").read_text()
+    assert str(local_cluster.state_dir) not in mounts
+    for table in ("filter", "nat", "mangle"):
+        rules = subprocess.run(
+            ["iptables", "-t", table, "-S"], capture_output=True, text=True, check=True
+        ).stdout
+        for prefix in ("KUBE-", "CNI-", "SITS-"):
+            assert prefix not in rules, f"{table}: {prefix} chains left"
+    routes = subprocess.run(["ip", "route"], capture_output=True, text=True).stdout
+    assert network.BLOCK not in routes
+    assert not list(Path("/sys/fs/cgroup/memory").glob("kubepods"))
+    assert local_cluster.up(user_pid=os.getpid()) is True
+    assert _get(local_cluster, "node", NODE_NAME)["metadata"]["name"] == NODE_NAME

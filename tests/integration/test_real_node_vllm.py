@@ -41,7 +41,9 @@ from sits_localcluster.node import NODE_NAME
 from sits_operator.core.quantity import parse_bytes
 from sits_vllm.model import ensure_tiny_model
 
-pytestmark = [pytest.mark.cluster, pytest.mark.vllm]
+# The module fixture may build images (minutes after a source change) and import them, and
+# waits for vLLM pods: generous, since the first test carries the fixture's time.
+pytestmark = [pytest.mark.cluster, pytest.mark.vllm, pytest.mark.timeout(1800)]
 
 PROJECT_VERSION = "0.1.0"
 VLLM_IMAGE = f"sits.local/vllm-cpu:{VLLM_VERSION}"

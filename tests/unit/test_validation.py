@@ -131,6 +131,16 @@ POD_PROBLEMS: list[tuple[str, dict[str, object], str]] = [
     ),
     (
         "defaults",
+        {"labels": {"team name": "ml"}},
+        "spec.podDefaults.labels: 'team name' is not a valid key",
+    ),
+    (
+        "variant",
+        {"podTemplate": {"metadata": {"annotations": {"example.com/": "x"}}}},
+        "spec.variants[0].pod.podTemplate.metadata.annotations: 'example.com/' is not a valid key",
+    ),
+    (
+        "defaults",
         {"annotations": {"prometheus.io/scrape": "false"}},
         "spec.podDefaults.annotations: 'prometheus.io/scrape' is the operator's",
     ),

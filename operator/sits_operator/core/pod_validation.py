@@ -11,6 +11,7 @@ problem names the field, so it reaches the user as the Invalid condition.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -26,10 +27,17 @@ OWNED_CONTAINER_FIELDS: Mapping[str, str] = {
     "ports": "the Services, probes and sidecar address these ports by name",
     "startupProbe": "the startup probe follows startupTimeout",
     "readinessProbe": "readiness decides which pods get traffic",
-    "livenessProbe": "the operator's probes",
+    "livenessProbe": "liveness restarts a hung vLLM on the operator's terms",
 }
 # Resource names of GPUs and MIG slices: the slice is requested from migProfile.
 GPU_RESOURCE_PREFIX = "nvidia.com/"
+# Label and annotation keys: [DNS subdomain prefix/]name (the API server's rule), checked
+# here so that a typo is an Invalid condition naming the field, not a failed apply.
+_QUALIFIED_NAME = re.compile(
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
+MAX_KEY_PREFIX = 253
 TEMPLATE_KEYS = ("metadata", "spec")
 TEMPLATE_METADATA_KEYS = ("labels", "annotations")
 
@@ -55,8 +63,16 @@ def _env_names(env: Any) -> Iterator[str]:
         yield str(item.get("name")) if isinstance(item, dict) else ""
 
 
-def _label_problems(field: str, labels: Mapping[str, Any]) -> list[str]:
+def _key_problems(field: str, keys: Mapping[str, Any]) -> list[str]:
     return [
+        f"{field}: {key!r} is not a valid key ([prefix/]name, name at most 63 characters)"
+        for key in keys
+        if not _QUALIFIED_NAME.match(key) or len(key.rpartition("/")[0]) > MAX_KEY_PREFIX
+    ]
+
+
+def _label_problems(field: str, labels: Mapping[str, Any]) -> list[str]:
+    return _key_problems(field, labels) + [
         f"{field}: {key!r} is the operator's; labels sits.dev/* and app.kubernetes.io/* "
         "select and track the pods"
         for key in labels
@@ -65,7 +81,7 @@ def _label_problems(field: str, labels: Mapping[str, Any]) -> list[str]:
 
 
 def _annotation_problems(field: str, annotations: Mapping[str, Any]) -> list[str]:
-    return [
+    return _key_problems(field, annotations) + [
         f"{field}: {key!r} is the operator's (sits.dev/* and the Prometheus scrape annotations)"
         for key in annotations
         if naming.is_owned_annotation(key)

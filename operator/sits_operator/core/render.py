@@ -123,6 +123,16 @@ def _vllm_probes(variant: Variant) -> dict[str, Any]:
     }
 
 
+def _vllm_env(variant: Variant, pod: PodSettings) -> list[dict[str, Any]]:
+    """The operator's variables, then the user's (a gated model's HF_TOKEN, vLLM settings);
+    validation keeps the names apart (naming.OWNED_VLLM_ENV)."""
+    env: list[dict[str, Any]] = [{"name": naming.ENV_HF_TELEMETRY, "value": "1"}]
+    if variant.serves_adapters:
+        # The sidecar's L3 tier loads and unloads adapters through vLLM's runtime API.
+        env.append({"name": naming.ENV_RUNTIME_LORA, "value": "True"})
+    return env + list(pod.env or ())
+
+
 def _vllm_container(
     owner: ObjectRef,
     spec: SitsDeploymentSpec,
@@ -137,13 +147,6 @@ def _vllm_container(
             if value is not None:
                 limits[key] = value
                 requests[key] = value
-    env: list[dict[str, Any]] = [{"name": naming.ENV_HF_TELEMETRY, "value": "1"}]
-    if variant.serves_adapters:
-        # The sidecar's L3 tier loads and unloads adapters through vLLM's runtime API.
-        env.append({"name": naming.ENV_RUNTIME_LORA, "value": "True"})
-    # Users' env after the operator's (validation keeps the names apart): a gated
-    # model's HF_TOKEN, vLLM settings.
-    env += pod.env or ()
     resources: dict[str, Any] = {"limits": limits}
     if requests:
         resources["requests"] = requests
@@ -152,7 +155,7 @@ def _vllm_container(
         "image": variant.image,
         "command": ["python3", "-m", "vllm.entrypoints.openai.api_server"],
         "args": vllm_args(variant, served_model_name(owner, spec), settings),
-        "env": env,
+        "env": _vllm_env(variant, pod),
         **vllm_container_fields(pod),
         "ports": [
             {"name": PortName.VLLM.value, "containerPort": settings.vllm_port, "protocol": "TCP"}
