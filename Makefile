@@ -11,15 +11,24 @@ setup:
 demo: setup
 	@$(VENV)/python e2e/demo.py
 
-test: setup lint
-	$(VENV)/python -m pytest
+# Lint and unit tests first (minutes, even on a cold machine), then the long set-up
+# (control plane, node images, vLLM venv), then everything against the real cluster.
+test:
+	@scripts/setup.sh --python
+	@$(MAKE) --no-print-directory lint
+	$(VENV)/python -m pytest tests/unit -q
+	@scripts/setup.sh
+	$(VENV)/python -m pytest tests/integration
 
 lint:
+	@[[ -x $(VENV)/ruff ]] || scripts/setup.sh --python
 	$(VENV)/ruff check operator inference_image e2e tests benchmarks
+	$(VENV)/ruff format --check operator inference_image e2e tests benchmarks
 	$(VENV)/mypy operator/sits_operator e2e inference_image/sits_inference inference_image/sits_inference_testing benchmarks tests
 	$(VENV)/lint-imports
 
-unit: setup
+unit:
+	@scripts/setup.sh --python
 	$(VENV)/python -m pytest tests/unit
 
 integration: setup
@@ -36,6 +45,7 @@ bench: setup
 	$(VENV)/python -m benchmarks.cache_hit_vs_miss
 	$(VENV)/python -m benchmarks.vector_index
 	$(VENV)/python -m benchmarks.lora_residency
+	$(VENV)/python -m benchmarks.real_node
 
 down:
 	-@$(VENV)/python e2e/demo.py --down

@@ -10,7 +10,11 @@
 #     ~/.cache/sits (outside the repository), rebuilt only when e2e/cluster/versions.env changes.
 #   - the helm CLI (helm.sh/helm/v4, HELM_VERSION in versions.env), built the same way into
 #     ~/.cache/sits/helm-<version> by scripts/setup-helm.sh.
+# `setup.sh --python` stops after the venv: enough for lint and unit tests, which CI runs
+# before the long builds so that a broken change fails within minutes.
 set -euo pipefail
+python_only=0
+[[ "${1:-}" == "--python" ]] && python_only=1
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 step() { printf '\n==> %s\n' "$*"; }
@@ -59,6 +63,8 @@ if [[ ! -f "$stamp" ]]; then
 else
   echo "up to date"
 fi
+
+((python_only)) && exit 0
 
 step "local control plane binaries (cached in ~/.cache/sits)"
 e2e/cluster/build-control-plane.sh >/dev/null
