@@ -91,32 +91,40 @@ def _ensure_routes() -> None:
     _run("ip", "route", "replace", *service_route)
 
 
-def _iptables(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return _run("iptables", "-w", "5", *args, check=check)
+def _iptables(
+    *args: str, check: bool = True, binary: str = "iptables"
+) -> subprocess.CompletedProcess[str]:
+    return _run(binary, "-w", "5", *args, check=check)
+
+
+#: The apiserver's wildcard listener takes IPv4 and IPv6: both families are guarded.
+IPTABLES = ("iptables", "ip6tables")
 
 
 def ensure_apiserver_guard(port: int) -> None:
     """The apiserver's port is reachable from loopback and the bridge only (idempotent)."""
-    if _iptables("-n", "-L", GUARD_CHAIN, check=False).returncode != 0:
-        _iptables("-N", GUARD_CHAIN)
-    _iptables("-F", GUARD_CHAIN)
-    _iptables("-A", GUARD_CHAIN, "-i", "lo", "-j", "RETURN")
-    _iptables("-A", GUARD_CHAIN, "-i", network.BRIDGE, "-j", "RETURN")
-    _iptables("-A", GUARD_CHAIN, "-j", "DROP")
-    jump = ("INPUT", "-p", "tcp", "--dport", str(port), "-j", GUARD_CHAIN)
-    if _iptables("-C", *jump, check=False).returncode != 0:
-        _iptables("-I", *jump)
+    for binary in IPTABLES:
+        if _iptables("-n", "-L", GUARD_CHAIN, check=False, binary=binary).returncode != 0:
+            _iptables("-N", GUARD_CHAIN, binary=binary)
+        _iptables("-F", GUARD_CHAIN, binary=binary)
+        _iptables("-A", GUARD_CHAIN, "-i", "lo", "-j", "RETURN", binary=binary)
+        _iptables("-A", GUARD_CHAIN, "-i", network.BRIDGE, "-j", "RETURN", binary=binary)
+        _iptables("-A", GUARD_CHAIN, "-j", "DROP", binary=binary)
+        jump = ("INPUT", "-p", "tcp", "--dport", str(port), "-j", GUARD_CHAIN)
+        if _iptables("-C", *jump, check=False, binary=binary).returncode != 0:
+            _iptables("-I", *jump, binary=binary)
 
 
 def remove_apiserver_guard() -> None:
     """Remove every jump to the guard chain (any port), then the chain itself."""
-    listing = _iptables("-S", "INPUT", check=False).stdout.splitlines()
-    for rule in listing:
-        if rule.startswith("-A INPUT") and f"-j {GUARD_CHAIN}" in rule:
-            _iptables("-D", *rule.split()[1:], check=False)
-    if _iptables("-n", "-L", GUARD_CHAIN, check=False).returncode == 0:
-        _iptables("-F", GUARD_CHAIN)
-        _iptables("-X", GUARD_CHAIN)
+    for binary in IPTABLES:
+        listing = _iptables("-S", "INPUT", check=False, binary=binary).stdout.splitlines()
+        for rule in listing:
+            if rule.startswith("-A INPUT") and f"-j {GUARD_CHAIN}" in rule:
+                _iptables("-D", *rule.split()[1:], check=False, binary=binary)
+        if _iptables("-n", "-L", GUARD_CHAIN, check=False, binary=binary).returncode == 0:
+            _iptables("-F", GUARD_CHAIN, binary=binary)
+            _iptables("-X", GUARD_CHAIN, binary=binary)
 
 
 #: Paths the kubelet and containerd use whatever they are told (compiled-in defaults: the
@@ -193,9 +201,10 @@ def leftovers() -> list[str]:
     for line in routes.splitlines():
         if line.split(" ")[:2] in (["unreachable", network.BLOCK], [network.SERVICE_CIDR, "dev"]):
             found.append(f"route {line.strip()}")
-    for rule in _iptables("-S", check=False).stdout.splitlines():
-        if GUARD_CHAIN in rule:
-            found.append(f"iptables {rule}")
+    for binary in IPTABLES:
+        for rule in _iptables("-S", check=False, binary=binary).stdout.splitlines():
+            if GUARD_CHAIN in rule:
+                found.append(f"{binary} {rule}")
     veths = _run("ip", "-o", "link", "show", "type", "veth", check=False).stdout
     for line in veths.splitlines():
         name = line.split(":")[1].strip().split("@")[0]

@@ -126,7 +126,7 @@ def test_readyz_ok(local_cluster: LocalCluster) -> None:
 #: loopback and the node's bridge only) and the kubelet's API on the node IP (the apiserver
 #: calls it for logs and exec). The node IP is the bridge's own address in the local block.
 ALLOWED_BEYOND_LOOPBACK = {
-    "kube-apiserver": {"0.0.0.0"},
+    "kube-apiserver": {"0.0.0.0", "::"},
     "kubelet": {network.NODE_IP},
 }
 
@@ -149,24 +149,30 @@ def test_every_component_listens_on_loopback_or_where_allowed(
         assert not exposed, f"{status.name} listens beyond loopback: {exposed}"
     apiserver = next(s for s in local_cluster.status() if s.name == "kube-apiserver")
     assert apiserver.pid is not None
-    assert ("0.0.0.0", local_cluster.ports.apiserver) in procs.listening_sockets(apiserver.pid)
+    listening = procs.listening_sockets(apiserver.pid)
+    assert {
+        ("0.0.0.0", local_cluster.ports.apiserver),
+        ("::", local_cluster.ports.apiserver),
+    } & set(listening), listening
 
 
 @pytest.mark.cluster
 def test_apiserver_port_is_guarded_to_loopback_and_the_node_bridge(
     local_cluster: LocalCluster,
 ) -> None:
-    """The guard chain: loopback and the bridge return to INPUT, everything else is dropped."""
-    rules = subprocess.run(
-        ["iptables", "-S", nodenet.GUARD_CHAIN], capture_output=True, text=True, check=True
-    ).stdout.splitlines()
-    assert rules[1:] == [
-        f"-A {nodenet.GUARD_CHAIN} -i lo -j RETURN",
-        f"-A {nodenet.GUARD_CHAIN} -i {network.BRIDGE} -j RETURN",
-        f"-A {nodenet.GUARD_CHAIN} -j DROP",
-    ]
-    jump = ["iptables", "-C", "INPUT", "-p", "tcp", "--dport", str(local_cluster.ports.apiserver)]
-    assert subprocess.run([*jump, "-j", nodenet.GUARD_CHAIN], check=False).returncode == 0
+    """The guard chain (IPv4 and IPv6): loopback and the bridge return, the rest is dropped."""
+    for binary in ("iptables", "ip6tables"):
+        rules = subprocess.run(
+            [binary, "-S", nodenet.GUARD_CHAIN], capture_output=True, text=True, check=True
+        ).stdout.splitlines()
+        assert rules[1:] == [
+            f"-A {nodenet.GUARD_CHAIN} -i lo -j RETURN",
+            f"-A {nodenet.GUARD_CHAIN} -i {network.BRIDGE} -j RETURN",
+            f"-A {nodenet.GUARD_CHAIN} -j DROP",
+        ], binary
+        port = str(local_cluster.ports.apiserver)
+        jump = [binary, "-C", "INPUT", "-p", "tcp", "--dport", port, "-j", nodenet.GUARD_CHAIN]
+        assert subprocess.run(jump, check=False).returncode == 0, binary
 
 
 @pytest.mark.cluster

@@ -39,7 +39,7 @@ from sits_localcluster.helm import helm_install, helm_uninstall, local_install_v
 from sits_localcluster.images.specs import VLLM_VERSION
 from sits_localcluster.node import NODE_NAME
 from sits_operator.core.quantity import parse_bytes
-from sits_vllm.model import ensure_tiny_model
+from sits_vllm.model import ensure_tiny_model, make_lora_adapter
 
 # The module fixture may build images (minutes after a source change) and import them, and
 # waits for vLLM pods: generous, since the first test carries the fixture's time.
@@ -64,6 +64,16 @@ class Live:
     operator_namespace: str
     ready_after_scheduled_s: float
     saw_running_but_unready: bool
+
+
+#: The stable variant also serves a LoRA adapter from the same volume, kept resident by
+#: the sidecar's L3 tier (pinned).
+ADAPTER = "a1"
+LORA = {
+    "maxLoras": 2,
+    "maxLoraRank": 8,
+    "adapters": [{"name": ADAPTER, "source": f"pvc://models/adapters/{ADAPTER}", "pinned": True}],
+}
 
 
 def _variant(name: str, role: str, revision: str, extra_args: list[str]) -> dict[str, Any]:
@@ -93,7 +103,7 @@ def sits_deployment(candidate_args: list[str]) -> dict[str, Any]:
                 "env": [{"name": "VLLM_CPU_KVCACHE_SPACE", "value": "1"}],
             },
             "variants": [
-                _variant("v1", "stable", "tiny-a", []),
+                {**_variant("v1", "stable", "tiny-a", []), "lora": LORA},
                 _variant("v2", "candidate", "tiny-b", candidate_args),
             ],
             "traffic": {"router": "none"},
@@ -102,9 +112,12 @@ def sits_deployment(candidate_args: list[str]) -> dict[str, Any]:
 
 
 def _model_volume(cluster: LocalCluster, namespace: str) -> None:
-    """The tiny model on a local PersistentVolume of the real node, claimed as ``models``."""
+    """The tiny model and a LoRA adapter on a local PersistentVolume of the real node."""
     volume = f"tiny-model-{namespace}"
-    model = realnode.volume_dir(cluster.node_layout(), f"{volume}/tiny", ensure_tiny_model())
+    lay = cluster.node_layout()
+    model = realnode.volume_dir(lay, f"{volume}/tiny", ensure_tiny_model())
+    adapter = make_lora_adapter(ensure_tiny_model(), seed=1)
+    realnode.volume_dir(lay, f"{volume}/adapters/{ADAPTER}", adapter)
     pv = addons.local_volume(volume, str(model.parent), "1Gi", namespace, "models")
     apply(cluster, None, pv)
     apply(cluster, namespace, addons.volume_claim("models", namespace, "1Gi", volume))
@@ -215,6 +228,22 @@ def test_openai_client_reaches_vllm_through_the_sidecar_on_the_cluster_ip(live: 
     assert first.headers["x-sits-cache"] == "miss"
     assert second.headers["x-sits-cache"] == "hit", "L1 served by the sidecar in the pod"
     assert second.parse().choices[0].message.content == first.parse().choices[0].message.content
+
+
+def test_lora_adapter_from_the_volume_is_served(live: Live) -> None:
+    """The adapter reached the pod through the PV (pvc://) and the sidecar made it resident."""
+    service = get(live.cluster, "service", "-n", live.namespace, f"{NAME}-v1")
+    base = f"http://{service['spec']['clusterIP']}:{service['spec']['ports'][0]['port']}/v1"
+    with OpenAI(base_url=base, api_key="unused", max_retries=0,
+                http_client=httpx2.Client(trust_env=False)) as client:  # fmt: skip
+
+        def listed() -> bool:
+            return ADAPTER in {m.id for m in client.models.list().data}
+
+        wait(f"vLLM to list the adapter {ADAPTER}", listed, timeout=120, step=2.0)
+        out = client.completions.create(model=ADAPTER, prompt="hello", max_tokens=4, temperature=0)
+    assert out.model == ADAPTER
+    assert out.choices[0].text is not None
 
 
 def test_memory_limit_is_the_containers_cgroup_limit(live: Live) -> None:
