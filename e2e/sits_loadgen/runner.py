@@ -41,6 +41,8 @@ log = logging.getLogger(__name__)
 
 RecordHook = Callable[[RequestRecord], None]
 ProgressHook = Callable[["Progress"], None]
+#: Asked before each send; True ends the arrivals early (in-flight requests still finish).
+StopCheck = Callable[[], bool]
 
 
 @dataclass(frozen=True)
@@ -87,8 +89,10 @@ class _Run:
         sender: Sender,
         hooks: list[RecordHook],
         on_progress: ProgressHook | None,
+        stop: StopCheck | None = None,
     ) -> None:
         self.config, self.clock, self.sender = config, clock, sender
+        self.stop = stop
         self.hooks, self.on_progress = hooks, on_progress
         self.records: list[RequestRecord] = []
         self.in_flight: set[asyncio.Task[None]] = set()
@@ -121,6 +125,8 @@ class _Run:
                 await self.clock.sleep(delay)
             if self.elapsed() >= self.config.duration_s:
                 return  # a late loop must not stretch the run past its bound
+            if self.stop is not None and self.stop():
+                return  # the caller has seen enough: drain what is in flight
             if len(self.in_flight) >= self.config.concurrency:
                 self._finish(unsent_record(planned, self.clock.wall(), DROPPED))
                 continue
@@ -209,12 +215,15 @@ async def run_load(
     on_progress: ProgressHook | None = None,
     sender: Sender | None = None,
     clock: Clock | None = None,
+    stop: StopCheck | None = None,
 ) -> LoadResult:
     """Run ``config`` to its bounds and return every record and the summary.
 
     ``on_record`` is called with each record as it completes (a live view);
     ``on_progress`` every ``config.progress_interval_s`` seconds. ``sender`` and
     ``clock`` are for tests; by default requests go through ``AsyncOpenAI`` in real time.
+    ``stop`` (checked before each send, from any thread) ends the arrivals early: a live
+    scenario stops its load once the rollout has finished, then drains.
     Records are also written to ``config.out`` (JSON lines) when it is set.
     """
     check_target(config.base_url)
@@ -228,7 +237,7 @@ async def run_load(
             hooks.append(stack.enter_context(JsonlWriter(config.out)).write)
         if on_record is not None:
             hooks.append(on_record)
-        run = _Run(config, clock, sender, hooks, on_progress)
+        run = _Run(config, clock, sender, hooks, on_progress, stop)
         try:
             await run.execute()
         finally:

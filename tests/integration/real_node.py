@@ -1,8 +1,8 @@
-"""Helpers for tests on the local cluster's real node (``sits-node-0``)."""
+"""Helpers for tests on the local cluster's real node (``sits-node-0``); the ones the live
+demo shares live in ``sits_live.stack``."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import time
 from collections.abc import Callable
@@ -12,13 +12,6 @@ from typing import Any
 import pytest
 
 from sits_localcluster.cluster import LocalCluster
-from sits_localcluster.node import REAL_NODE_LABEL, REAL_NODE_TOLERATION
-
-#: The pod settings that place a pod on the real node (the kwok nodes only pretend).
-ON_REAL_NODE: dict[str, Any] = {
-    "nodeSelector": dict(REAL_NODE_LABEL),
-    "tolerations": [dict(REAL_NODE_TOLERATION)],
-}
 
 
 def wait(what: str, check: Callable[[], bool], timeout: float = 90.0, step: float = 0.5) -> float:
@@ -29,22 +22,6 @@ def wait(what: str, check: Callable[[], bool], timeout: float = 90.0, step: floa
             pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
         time.sleep(step)
     return time.monotonic() - start
-
-
-def get(cluster: LocalCluster, *args: str) -> dict[str, Any]:
-    value: dict[str, Any] = json.loads(cluster.kubectl("get", *args, "-o", "json").stdout)
-    return value
-
-
-def apply(cluster: LocalCluster, namespace: str | None, *objects: dict[str, Any]) -> None:
-    doc = json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)})
-    ns = ["-n", namespace] if namespace else []
-    cluster.kubectl("apply", *ns, "-f", "-", input=doc)
-
-
-def pod_ready(pod: dict[str, Any]) -> bool:
-    conditions = pod.get("status", {}).get("conditions", [])
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
 def container_status(pod: dict[str, Any], name: str) -> dict[str, Any] | None:

@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.integration.real_node import ON_REAL_NODE, kill_container, pod_ready
-from tests.integration.real_node import apply as _apply
-from tests.integration.real_node import get as _get
+from tests.integration.real_node import kill_container
 from tests.integration.real_node import wait as _wait
 
+from sits_live.stack import ON_REAL_NODE, pod_ready
+from sits_live.stack import apply as _apply
+from sits_live.stack import get as _get
 from sits_localcluster import network
 from sits_localcluster.cluster import LocalCluster
 from sits_localcluster.node import MIG_RESOURCES, NODE_NAME, REAL_NODE_TAINT_KEY

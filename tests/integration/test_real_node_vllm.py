@@ -22,38 +22,22 @@ import httpx2
 import pytest
 from openai import OpenAI
 from openai.types.chat import ChatCompletionMessageParam
-from tests.integration.real_node import (
-    ON_REAL_NODE,
-    apply,
-    container_cgroup,
-    container_status,
-    get,
-    kill_container,
-    pod_ready,
-    wait,
-)
+from tests.integration.real_node import container_cgroup, container_status, kill_container, wait
 
-from sits_localcluster import addons, network, realnode
+from sits_live import stack
+from sits_live.stack import ADAPTER, PROJECT_VERSION, SERVED, VLLM_MEMORY, apply, get, pod_ready
+from sits_localcluster import network
 from sits_localcluster.cluster import LocalCluster
-from sits_localcluster.helm import helm_install, helm_uninstall, local_install_values
-from sits_localcluster.images.specs import VLLM_VERSION
 from sits_localcluster.node import NODE_NAME
 from sits_operator.core.quantity import parse_bytes
-from sits_vllm.model import ensure_tiny_model, make_lora_adapter
 
 # The module fixture may build images (minutes after a source change) and import them, and
 # waits for vLLM pods: generous, since the first test carries the fixture's time.
 pytestmark = [pytest.mark.cluster, pytest.mark.vllm, pytest.mark.timeout(1800)]
 
-PROJECT_VERSION = "0.1.0"
-VLLM_IMAGE = f"sits.local/vllm-cpu:{VLLM_VERSION}"
 NAME = "chat"
-SERVED = "tiny"
-VLLM_MEMORY = "4Gi"
 #: A vLLM argument it refuses at start-up: the candidate crash-loops for a real reason.
 BAD_ARG = "--max-model-len=not-a-number"
-#: What vLLM on the CPU needs on this machine (tiny model, 1 GiB KV cache, no compile).
-CPU_ARGS = ["--dtype=float32", "--max-model-len=256", "--enforce-eager"]
 POD_READY_BUDGET_S = 90.0
 
 
@@ -66,61 +50,17 @@ class Live:
     saw_running_but_unready: bool
 
 
-#: The stable variant also serves a LoRA adapter from the same volume, kept resident by
-#: the sidecar's L3 tier (pinned).
-ADAPTER = "a1"
-LORA = {
-    "maxLoras": 2,
-    "maxLoraRank": 8,
-    "adapters": [{"name": ADAPTER, "source": f"pvc://models/adapters/{ADAPTER}", "pinned": True}],
-}
-
-
-def _variant(name: str, role: str, revision: str, extra_args: list[str]) -> dict[str, Any]:
-    return {
-        "name": name,
-        "role": role,
-        "image": VLLM_IMAGE,
-        "model": "pvc://models/tiny",
-        "revision": revision,
-        "replicas": 1,
-        "migProfile": "1g.10gb",
-        "gpuProduct": "NVIDIA-A100-SXM4-80GB",
-        "resources": {"memory": VLLM_MEMORY},
-        "vllmArgs": [*CPU_ARGS, *extra_args],
-    }
-
-
-def sits_deployment(candidate_args: list[str]) -> dict[str, Any]:
-    return {
-        "apiVersion": "sits.dev/v1alpha1",
-        "kind": "SitsDeployment",
-        "metadata": {"name": NAME},
-        "spec": {
-            "servedModelName": SERVED,
-            "podDefaults": {
-                **ON_REAL_NODE,
-                "env": [{"name": "VLLM_CPU_KVCACHE_SPACE", "value": "1"}],
-            },
-            "variants": [
-                {**_variant("v1", "stable", "tiny-a", []), "lora": LORA},
-                _variant("v2", "candidate", "tiny-b", candidate_args),
-            ],
-            "traffic": {"router": "none"},
-        },
-    }
-
-
-def _model_volume(cluster: LocalCluster, namespace: str) -> None:
-    """The tiny model and a LoRA adapter on a local PersistentVolume of the real node."""
-    volume = f"tiny-model-{namespace}"
-    lay = cluster.node_layout()
-    model = realnode.volume_dir(lay, f"{volume}/tiny", ensure_tiny_model())
-    adapter = make_lora_adapter(ensure_tiny_model(), seed=1)
-    realnode.volume_dir(lay, f"{volume}/adapters/{ADAPTER}", adapter)
-    pv = addons.local_volume(volume, str(model.parent), "1Gi", namespace, "models")
-    apply(cluster, None, pv)
-    apply(cluster, namespace, addons.volume_claim("models", namespace, "1Gi", volume))
+def sits_deployment(candidate_args: tuple[str, ...]) -> dict[str, Any]:
+    """The stable serves the tiny model and the LoRA adapter from the volume (kept resident
+    by the sidecar's L3 tier); the candidate starts with ``candidate_args`` added."""
+    return stack.sits_deployment(
+        NAME,
+        [
+            stack.variant("v1", "stable", "tiny-a"),
+            stack.variant("v2", "candidate", "tiny-b", extra_args=candidate_args),
+        ],
+        router="none",
+    )
 
 
 def _variant_pod(cluster: LocalCluster, namespace: str, variant: str) -> dict[str, Any] | None:
@@ -161,24 +101,22 @@ def _wait_stable_ready(cluster: LocalCluster, namespace: str) -> tuple[float, bo
 def live(local_cluster: LocalCluster, crds_installed: tuple[str, ...]) -> Iterator[Live]:
     """A watched namespace, the operator from its chart, the model volume, the rollout."""
     cluster = local_cluster
-    cluster.ensure_images(("vllm-cpu", "sits-inference", "sits-operator"))
+    cluster.ensure_images(stack.IMAGES)
     suffix = uuid.uuid4().hex[:6]
     namespace, operator_ns = f"sits-live-{suffix}", f"sits-system-{suffix}"
     cluster.kubectl("create", "namespace", namespace)
-    values = local_install_values(PROJECT_VERSION, watch=(namespace,))
-    values["defaultPolicy"] = {"install": False}
+    operator = stack.OperatorInstall(cluster, operator_ns, (namespace,))
+    volume = stack.ModelVolume(cluster, namespace)
     try:
-        helm_install(cluster, "sits", operator_ns, values)
-        _model_volume(cluster, namespace)
-        apply(cluster, namespace, sits_deployment([BAD_ARG]))
+        operator.install()
+        volume.create()
+        apply(cluster, namespace, sits_deployment((BAD_ARG,)))
         ready_s, saw_unready = _wait_stable_ready(cluster, namespace)
         yield Live(cluster, namespace, operator_ns, ready_s, saw_unready)
     finally:
         cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
-        helm_uninstall(cluster, "sits", operator_ns)
-        cluster.kubectl("delete", "namespace", operator_ns, "--wait=false", check=False)
-        cluster.kubectl("delete", "pv", f"tiny-model-{namespace}", "--wait=false", check=False)
-        realnode.remove_volume_data(cluster.node_layout(), f"tiny-model-{namespace}")
+        operator.uninstall()
+        volume.delete()
 
 
 def test_operator_runs_in_the_cluster_from_its_chart(live: Live) -> None:

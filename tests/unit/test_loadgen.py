@@ -297,6 +297,19 @@ async def test_the_run_stops_at_the_duration() -> None:
     assert result.elapsed_s <= 30.0 + 0.2 + 1e-9
 
 
+async def test_stop_ends_the_arrivals_early_and_in_flight_requests_finish() -> None:
+    cfg = config(rate=10.0, max_requests=1_000_000, duration_s=300.0)
+    clock = SimClock()
+    fake = FakeSender(clock, 2.0)
+    result = await clock.run(
+        run_load(cfg, sender=fake, clock=clock, stop=lambda: clock.monotonic() >= 10.0)
+    )
+    assert 50 < len(result.records) < 150
+    assert all(r.scheduled_s < 10.5 for r in result.records)
+    assert {r.outcome for r in result.records} == {SUCCESS}  # drained, not cancelled
+    assert result.elapsed_s <= 10.5 + 2.0
+
+
 async def test_the_concurrency_cap_drops_arrivals_instead_of_queueing_them() -> None:
     cfg = config(rate=10.0, max_requests=100, duration_s=100.0, concurrency=5)
     result, fake, _ = await simulate(cfg, latency_s=5.0)
