@@ -34,10 +34,11 @@ NAMESPACE = "sits-bench-reaction"
 INTERVAL = 2.0
 HEALTHY = Profile(rps=50, error_ratio=0.0, latency_ms=60)
 BROKEN = Profile(rps=50, error_ratio=0.5, latency_ms=60)
-SLI = (
+SLI = (  # the gateway's series (the synthetic source publishes the sidecars' too)
     'sum by (variant) (rate(sits_requests_total{{namespace="{ns}",sits_deployment="chat",'
-    'variant="v2",outcome="success"}}[10s])) / sum by (variant) (rate(sits_requests_total'
-    '{{namespace="{ns}",sits_deployment="chat",variant="v2"}}[10s]))'
+    'source="gateway",variant="v2",outcome="success"}}[10s])) / sum by (variant) (rate('
+    'sits_requests_total{{namespace="{ns}",sits_deployment="chat",source="gateway",'
+    'variant="v2"}}[10s]))'
 )
 
 

@@ -9,7 +9,9 @@
 #   - the local control plane binaries, built from the Go module proxy into
 #     ~/.cache/sits (outside the repository), rebuilt only when e2e/cluster/versions.env changes.
 #   - the helm CLI (helm.sh/helm/v4, HELM_VERSION in versions.env), built the same way into
-#     ~/.cache/sits/helm-<version> by scripts/setup-helm.sh.
+#     ~/.cache/sits/helm-<version> by scripts/setup-helm.sh;
+#   - Prometheus and promtool with kubernetes_sd_configs (Debian's build lacks it), built the
+#     same way into ~/.cache/sits/prometheus-<version> by scripts/setup-prometheus.sh.
 # `setup.sh --python` stops after the venv: enough for lint and unit tests, which CI runs
 # before the long builds so that a broken change fails within minutes.
 set -euo pipefail
@@ -71,6 +73,9 @@ e2e/cluster/build-control-plane.sh >/dev/null
 
 step "helm (cached in ~/.cache/sits)"
 scripts/setup-helm.sh >/dev/null
+
+step "Prometheus with the Kubernetes service discovery (cached in ~/.cache/sits)"
+scripts/setup-prometheus.sh >/dev/null
 
 step "real vLLM on the CPU for the data-plane tests (separate venv in ~/.cache/sits)"
 scripts/setup-vllm.sh

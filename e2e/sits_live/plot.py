@@ -21,14 +21,14 @@ from .timeline import LATENCY_THRESHOLD_MS, SUCCESS_THRESHOLD, Timeline
 
 #: Events that are decisions (drawn as lines); others (pods scheduled...) are left out.
 DECISION_COLOURS = {
-    "RolledBack": "tab:red",
-    "Rollback": "tab:red",
-    "AlertRollback": "tab:red",
-    "WeightChanged": "tab:blue",
-    "SetWeight": "tab:orange",
+    "Step": "tab:blue",
+    "Promoting": "tab:green",
     "Promoted": "tab:green",
-    "Succeeded": "tab:green",
+    "RolledBack": "tab:red",
+    "WeightCut": "tab:orange",
     "Paused": "tab:purple",
+    "Resumed": "tab:purple",
+    "Retry": "tab:grey",
 }
 
 

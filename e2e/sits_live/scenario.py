@@ -11,36 +11,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 import threading
 import time
-import urllib.parse
-import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from sits_loadgen import LoadConfig, LoadResult, run_load
+from sits_localcluster.cluster import KUBECTL, LocalCluster
 
 from .plot import plot
-from .timeline import Queries, Recorder, Sample, Timeline
+from .timeline import Queries, Query, Recorder, Timeline, event_time
 from .view import LiveView
-
-Done = Callable[[Sample], bool]
-
-
-def prometheus_query(url: str) -> Callable[[str], Mapping[str, float]]:
-    """An instant query against ``url``; returns {variant: value} (loopback only)."""
-
-    def query(promql: str) -> Mapping[str, float]:
-        params = urllib.parse.urlencode({"query": promql})
-        with urllib.request.urlopen(f"{url}/api/v1/query?{params}", timeout=5) as response:
-            body = json.loads(response.read())
-        return {
-            str(r["metric"].get("variant", "")): float(r["value"][1])
-            for r in body["data"]["result"]
-        }
-
-    return query
 
 
 def live_queries(namespace: str, deployment: str, source: str, window: str) -> Queries:
@@ -111,7 +95,7 @@ class LoadThread:
         except BaseException as err:  # reported by join(): the main thread decides
             self.error = err
 
-    def stop(self, timeout: float = 60.0) -> list[LoadResult]:
+    def stop(self, timeout: float = 90.0) -> list[LoadResult]:
         self._stop.set()
         self._thread.join(timeout)
         if self._thread.is_alive():
@@ -121,29 +105,91 @@ class LoadThread:
         return self.results
 
 
-def record_rollout(
-    recorder: Recorder,
-    done: Done,
-    *,
-    timeout_s: float,
-    step_s: float = 1.0,
-    view: LiveView | None = None,
-    after_done_s: float = 3.0,
-) -> bool:
-    """Sample until ``done`` (then ``after_done_s`` more, so the end shows in the plot) or
-    until ``timeout_s``; returns whether ``done`` was reached."""
+@dataclass
+class Story:
+    """One SitsDeployment under load: its recorder, its live view, the phases that end it,
+    and the traffic sent to it."""
+
+    name: str
+    recorder: Recorder
+    ends: frozenset[str]
+    traffic: Traffic
+    view: LiveView | None = None
+    finished_at: float | None = None  # epoch seconds the end phase was first seen
+
+
+@dataclass
+class StoryResult:
+    timeline: Timeline
+    load: list[LoadResult]
+    finished: bool
+
+
+def run_stories(stories: list[Story], *, timeout_s: float, after_end_s: float = 3.0,
+                step_s: float = 1.0) -> list[StoryResult]:  # fmt: skip
+    """Load every story at once, sample each every ``step_s`` until each has reached one of
+    its end phases (plus ``after_end_s``, so the end shows in the plot) or ``timeout_s``
+    passes; then stop the load (it drains) and return what was recorded."""
+    loads = [LoadThread(story.traffic).start() for story in stories]
     deadline = time.monotonic() + timeout_s
-    finished_at: float | None = None
-    while time.monotonic() < deadline:
-        sample = recorder.sample()
-        if view is not None:
-            view.show(sample, recorder.timeline.decisions)
-        if finished_at is None and done(sample):
-            finished_at = time.monotonic()
-        if finished_at is not None and time.monotonic() - finished_at >= after_done_s:
-            return True
-        time.sleep(step_s)
-    return finished_at is not None
+    try:
+        while time.monotonic() < deadline and not all(_over(s, after_end_s) for s in stories):
+            for story in stories:
+                sample = story.recorder.sample()
+                if story.view is not None:
+                    story.view.show(sample, story.recorder.timeline.decisions)
+                if story.finished_at is None and sample.phase in story.ends:
+                    story.finished_at = time.time()
+            time.sleep(step_s)
+    finally:
+        results = [load.stop() for load in loads]
+    return [
+        StoryResult(s.recorder.timeline, r, s.finished_at is not None)
+        for s, r in zip(stories, results, strict=True)
+    ]
+
+
+def _over(story: Story, after_end_s: float) -> bool:
+    return story.finished_at is not None and time.time() - story.finished_at >= after_end_s
+
+
+def cluster_story(
+    cluster: LocalCluster,
+    query: Query,
+    namespace: str,
+    name: str,
+    *,
+    ends: frozenset[str],
+    traffic: Traffic,
+    source: str = "gateway",
+    window: str = "15s",
+    out: Callable[[str], None] | None = None,
+) -> Story:
+    """A story whose recorder reads the SitsDeployment and its events with kubectl and its
+    SLIs from Prometheus (``query``); ``out`` prints its live view, prefixed by its name."""
+    timeline = Timeline(name=name, namespace=namespace, scenario=name, started=time.time())
+    selector = f"involvedObject.kind=SitsDeployment,involvedObject.name={name}"
+
+    def status() -> dict[str, Any] | None:
+        got = cluster.kubectl("get", "sitsd", name, "-n", namespace, "-o", "json", check=False)
+        found: dict[str, Any] | None = json.loads(got.stdout) if got.returncode == 0 else None
+        return found
+
+    def events() -> list[dict[str, Any]]:
+        got = cluster.kubectl("get", "events", "-n", namespace, "--field-selector", selector,
+                              "-o", "json", check=False)  # fmt: skip
+        items: list[dict[str, Any]] = json.loads(got.stdout)["items"] if got.stdout else []
+        return [e for e in items if event_time(e) >= timeline.started - 1]
+
+    recorder = Recorder(
+        timeline, status=status, query=query, events=events,
+        queries=live_queries(namespace, name, source, window), clock=time.time,
+    )  # fmt: skip
+    view = None
+    if out is not None:
+        printer = out
+        view = LiveView(out=lambda line: printer(f"{name:>8}{line}"))
+    return Story(name, recorder, ends, traffic, view)
 
 
 def save(timeline: Timeline, results: list[LoadResult], directory: Path) -> tuple[Path, Path]:
@@ -156,3 +202,39 @@ def save(timeline: Timeline, results: list[LoadResult], directory: Path) -> tupl
         )  # fmt: skip
     slug = timeline.scenario.replace(" ", "-")
     return timeline.write(directory / f"{slug}.json"), plot(timeline, directory / f"{slug}.png")
+
+
+class PhaseWatch:
+    """When a SitsDeployment's phase changed, to the millisecond of its arrival here:
+    ``kubectl get --watch`` streams one line per change, stamped as it is read (status
+    timestamps have one-second resolution, too coarse for a 1 s routing budget)."""
+
+    def __init__(self, cluster: LocalCluster, namespace: str, name: str) -> None:
+        self.changes: list[tuple[float, str]] = []
+        self._proc = subprocess.Popen(
+            [KUBECTL, f"--kubeconfig={cluster.kubeconfig}", "get",
+             "sitsd", name, "-n", namespace, "--watch", "-o",
+             'jsonpath={.status.phase}{"\\n"}'],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        )  # fmt: skip
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        assert self._proc.stdout is not None
+        for line in self._proc.stdout:
+            phase = line.strip()
+            if phase and (not self.changes or self.changes[-1][1] != phase):
+                self.changes.append((time.time(), phase))
+
+    def first(self, phase: str) -> float | None:
+        return next((t for t, p in self.changes if p == phase), None)
+
+    def stop(self) -> None:
+        self._proc.terminate()
+        try:
+            self._proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait(timeout=5)
+        self._thread.join(timeout=5)

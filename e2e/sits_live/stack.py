@@ -156,7 +156,8 @@ def sits_deployment(
 ) -> dict[str, Any]:
     traffic: dict[str, Any] = {"router": router}
     if router == "builtin":
-        traffic["gateway"] = {"replicas": gateway_replicas}
+        # The gateway pods too run on the real node (the kwok nodes would only pretend).
+        traffic["gateway"] = {"replicas": gateway_replicas, "pod": dict(ON_REAL_NODE)}
     spec: dict[str, Any] = {
         "servedModelName": SERVED,
         "podDefaults": {

@@ -173,12 +173,12 @@ class Recorder:
             return {}
 
     def _collect_events(self) -> None:
-        for event in sorted(self._events(), key=_event_time):
+        for event in sorted(self._events(), key=event_time):
             uid = str((event.get("metadata") or {}).get("uid", ""))
             if not uid or uid in self._seen_events:
                 continue
             self._seen_events.add(uid)
-            when = _event_time(event) - self.timeline.started
+            when = event_time(event) - self.timeline.started
             self.timeline.decisions.append(
                 Decision(
                     t=round(max(when, 0.0), 2),
@@ -189,7 +189,7 @@ class Recorder:
             )
 
 
-def _event_time(event: Mapping[str, Any]) -> float:
+def event_time(event: Mapping[str, Any]) -> float:
     """Event times are RFC 3339 strings (eventTime has microseconds, the others seconds)."""
     for key in ("eventTime", "lastTimestamp", "firstTimestamp"):
         stamp = event.get(key)

@@ -115,6 +115,23 @@ def ensure_apiserver_guard(port: int) -> None:
             _iptables("-I", *jump, binary=binary)
 
 
+def guard_port(port: int) -> None:
+    """Another listener on the node IP (the live stack's Prometheus, for the operator pod)
+    gets the apiserver's guard: reachable from loopback and the bridge only. The chain
+    exists while the node runs; ``unguard_port`` (or ``down``) removes the jump."""
+    for binary in IPTABLES:
+        jump = ("INPUT", "-p", "tcp", "--dport", str(port), "-j", GUARD_CHAIN)
+        if _iptables("-C", *jump, check=False, binary=binary).returncode != 0:
+            _iptables("-I", *jump, binary=binary)
+
+
+def unguard_port(port: int) -> None:
+    for binary in IPTABLES:
+        jump = ("INPUT", "-p", "tcp", "--dport", str(port), "-j", GUARD_CHAIN)
+        while _iptables("-C", *jump, check=False, binary=binary).returncode == 0:
+            _iptables("-D", *jump, binary=binary)
+
+
 def remove_apiserver_guard() -> None:
     """Remove every jump to the guard chain (any port), then the chain itself."""
     for binary in IPTABLES:

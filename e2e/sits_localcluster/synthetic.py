@@ -6,6 +6,11 @@ advances `sits_requests_total` and `sits_request_duration_seconds` as if `rps` r
 per second arrived with `error_ratio` failures and `latency_ms` latency. Counters grow
 with wall time between scrapes, so Prometheus' rate() and histogram_quantile() give
 exactly the configured values. Serves only on loopback.
+
+Each series is published once per ``source`` (gateway and sidecar by default), as a
+builtin-routed deployment's real proxies both export the same requests: the analysis
+selects one source (``spec.analysis.source``), so any router's default finds its series,
+and a query that forgot the source would count every request twice.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.75, 1.0, 1.5, 2.0)
 Key = tuple[str, str, str]  # namespace, deployment, variant
+SOURCES = ("gateway", "sidecar")  # the contract's source label (openai.metrics.Source)
 
 
 @dataclass
@@ -51,9 +57,10 @@ class Series:
 class SyntheticTraffic:
     """Thread-safe registry of series; `render()` is the /metrics body."""
 
-    def __init__(self) -> None:
+    def __init__(self, sources: tuple[str, ...] = SOURCES) -> None:
         self._lock = threading.Lock()
         self._series: dict[Key, Series] = {}
+        self._sources = sources
 
     def set(self, namespace: str, deployment: str, variant: str, profile: Profile) -> None:
         with self._lock:
@@ -74,9 +81,9 @@ class SyntheticTraffic:
             ]
             for (ns, dep, var), series in sorted(self._series.items()):
                 series.advance(now)
-                lines += _series_lines(
-                    f'namespace="{ns}",sits_deployment="{dep}",variant="{var}"', series
-                )
+                for source in self._sources:
+                    labels = f'namespace="{ns}",sits_deployment="{dep}",variant="{var}"'
+                    lines += _series_lines(f'{labels},source="{source}"', series)
             return "\n".join(lines) + "\n"
 
 

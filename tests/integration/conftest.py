@@ -43,7 +43,10 @@ def _poll(what: str, attempt: Callable[[], bool], *, timeout: float, step: float
 def crds_installed(local_cluster: Any, no_other_operator: None) -> tuple[str, ...]:
     """Apply crds/ (server-side, as GitOps tools do) and wait until the API serves them."""
     kubectl = local_cluster.kubectl
-    kubectl("apply", "--server-side", "--field-manager=sits-tests", "-f", str(CRDS_DIR))
+    # --force-conflicts: a chart installed by an earlier test (helm applies its crds/ too)
+    # must not stop the tests from putting this checkout's CRDs in place.
+    kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=sits-tests",
+            "-f", str(CRDS_DIR))  # fmt: skip
     kubectl(
         "wait", "--for=condition=Established", "--timeout=60s",
         *(f"crd/{name}" for name in SITS_RESOURCES),

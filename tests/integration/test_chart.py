@@ -21,16 +21,26 @@ from sits_localcluster.helm import helm_binary
 
 # (apiGroup, resource) -> verbs, and why the operator needs them.
 LEAST_RBAC: dict[tuple[str, str], set[str]] = {
-    # watched; Kopf's finalizer and progress annotations (patch); alerts read one (get)
+    # watched; Kopf's finalizer and progress annotations (patch); alerts read one (get);
+    # get, list and watch are also what the gateway's Role grants (escalation check)
     ("sits.dev", "sitsdeployments"): {"get", "list", "watch", "patch"},
-    # decisions go to status; the builtin router reads weights back from it
-    ("sits.dev", "sitsdeployments/status"): {"get", "patch"},
+    # decisions go to status (the builtin router reads weights back from gateway pods)
+    ("sits.dev", "sitsdeployments/status"): {"patch"},
     # blockOwnerDeletion under OwnerReferencesPermissionEnforcement
     ("sits.dev", "sitsdeployments/finalizers"): {"update"},
     ("sits.dev", "sitspolicies"): {"list", "watch"},  # an index fed by a watch
     ("apps", "deployments"): {"list", "watch", "create", "patch", "delete"},  # SSA children
     ("", "services"): {"list", "watch", "create", "patch", "delete"},
-    ("", "pods"): {"list", "watch"},  # readiness and scheduling into status
+    # readiness and scheduling into status; the builtin router finds the gateway's pods
+    ("", "pods"): {"list", "watch"},
+    # router builtin: the gateway's identity and PDB, applied, watched, pruned like the rest
+    ("", "serviceaccounts"): {"list", "watch", "create", "patch", "delete"},
+    ("rbac.authorization.k8s.io", "roles"): {"list", "watch", "create", "patch", "delete"},
+    ("rbac.authorization.k8s.io", "rolebindings"): {"list", "watch", "create", "patch", "delete"},
+    ("policy", "poddisruptionbudgets"): {"list", "watch", "create", "patch", "delete"},
+    # never used by the operator: RBAC lets it create (and bind) the gateway's Role, which
+    # grants these, only if it holds them itself (narrower than escalate/bind)
+    ("discovery.k8s.io", "endpointslices"): {"get", "list", "watch"},
     ("", "events"): {"create"},  # an event per decision
     ("", "secrets"): {"get"},  # the Prometheus auth Secret named by the spec
     ("gateway.networking.k8s.io", "httproutes"): {"get", "update"},  # gatewayAPI weights

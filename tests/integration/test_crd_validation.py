@@ -20,6 +20,8 @@ from typing import Any
 import pytest
 import yaml
 
+from sits_operator.model.spec import DEFAULT_PROMETHEUS_URL
+
 REPO = Path(__file__).resolve().parents[2]
 MANIFESTS = sorted((REPO / "examples").glob("*.yaml")) + sorted((REPO / "policies").glob("*.yaml"))
 
@@ -261,6 +263,7 @@ def test_sitsdeployment_defaults(local_cluster: Any, namespace: str) -> None:
     assert "lora" not in spec["variants"][1], "lora stays off unless asked for"
     assert spec["traffic"]["router"] == "builtin"
     assert spec["traffic"]["stickySession"] == {"header": "x-session-id", "useOpenAIUser": True}
+    assert spec["traffic"]["gateway"] == {"replicas": 2}  # router builtin's gateway
     assert spec["rollout"] == {
         "strategy": "canary",
         "stepWeight": 10,
@@ -269,7 +272,7 @@ def test_sitsdeployment_defaults(local_cluster: Any, namespace: str) -> None:
     }
     assert spec["analysis"]["policyRef"] == {"name": "sits2026"}
     assert spec["analysis"]["prometheus"] == {
-        "url": "http://prometheus.monitoring.svc:9090",
+        "url": DEFAULT_PROMETHEUS_URL,
         "authSecretRef": {"name": "prom-token", "key": "token"},
     }
     assert "servedModelName" not in spec, "the operator defaults it from metadata.name"

@@ -32,7 +32,8 @@ from sits_inference_testing.stub import RunningStub, start_stub
 
 CHAT = {"model": "stub", "messages": [{"role": "user", "content": "hello"}]}
 BASE = {"namespace", "sits_deployment"}
-SERIES = BASE | {"variant", "operation", "token_bucket"}
+# "source": the gateway's series are told from the sidecars' (the same requests) by it.
+SERIES = BASE | {"variant", "operation", "token_bucket", "source"}
 GENAI = BASE | {"variant", "gen_ai_operation_name", "gen_ai_request_model"}
 # The contract (docs/architecture.md) plus the bounded extras; nothing else may appear.
 EXPECTED_FAMILIES = {
@@ -40,7 +41,7 @@ EXPECTED_FAMILIES = {
     "sits_request_duration_seconds": ("histogram", SERIES),
     "sits_time_to_first_token_seconds": ("histogram", SERIES),
     "sits_time_per_output_token_seconds": ("histogram", SERIES),
-    "sits_tokens_total": ("counter", BASE | {"variant", "operation", "token_type"}),
+    "sits_tokens_total": ("counter", BASE | {"variant", "operation", "token_type", "source"}),
     "sits_gateway_rejected_total": ("counter", BASE | {"code", "reason"}),
     "sits_gateway_variant_weight_percent": ("gauge", BASE | {"variant"}),
     "sits_gateway_variant_endpoints": ("gauge", BASE | {"variant"}),
@@ -121,7 +122,10 @@ async def test_exported_names_and_labels_are_exactly_the_contract(
     }
     assert "otel_scope" not in text
     assert "target_info" not in text
-    assert 'outcome="error",sits_deployment="chat",token_bucket="le128",variant="v1"} 1.0' in text
+    assert (
+        'outcome="error",sits_deployment="chat",source="gateway",token_bucket="le128",'
+        'variant="v1"} 1.0'
+    ) in text
     assert 'sits_request_duration_seconds_bucket{le="0.01",namespace="ns"' in text
 
 

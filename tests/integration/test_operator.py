@@ -25,6 +25,10 @@ EXAMPLE = yaml.safe_load((REPO / "examples" / "chat-canary.yaml").read_text())
 # These tests are about reconciling objects, not analysis: point at a policy that does not
 # exist (whatever policies an earlier demo left in the cluster), so no analysis runs.
 EXAMPLE["spec"]["analysis"]["policyRef"]["name"] = "no-such-policy-for-reconcile-tests"
+# These tests count the variants' objects: router none renders no gateway. The gateway's
+# own objects (router builtin, the CRD's default) are tested at the end of this module.
+BUILTIN = json.loads(json.dumps(EXAMPLE))
+EXAMPLE["spec"]["traffic"]["router"] = "none"
 
 
 @pytest.fixture(scope="module")
@@ -491,3 +495,103 @@ def test_upgrade_from_instance_labels_keeps_selectors_and_drops_the_label(kube: 
         assert (
             deployment["metadata"]["uid"] == old[deployment["metadata"]["name"]]["metadata"]["uid"]
         )
+
+
+# -- router builtin: the operator deploys the gateway ----------------------------------
+
+GATEWAY_KINDS = ("serviceaccount", "role", "rolebinding", "deployment", "poddisruptionbudget")
+
+
+def gateway_objects(kube: Kube) -> dict[str, Any]:
+    found = {kind: kube.get(kind, "chat-gateway") for kind in GATEWAY_KINDS}
+    return {kind: obj for kind, obj in found.items() if obj is not None}
+
+
+def all_gateway_objects(kube: Kube) -> dict[str, Any] | None:
+    found = gateway_objects(kube)
+    return found if len(found) == len(GATEWAY_KINDS) else None
+
+
+def status_if(kube: Kube, check: Callable[[dict[str, Any]], bool]) -> dict[str, Any] | None:
+    status = kube.status()
+    return status if check(status) else None
+
+
+def gateway_behind(status: dict[str, Any]) -> bool:
+    return any(
+        c["type"] == "TrafficApplied" and c["reason"] in ("GatewayBehind", "GatewayUnavailable")
+        for c in status.get("conditions", [])
+    )
+
+
+def can_i(kube: Kube, verb: str, what: str, namespace: str | None = None) -> bool:
+    account = f"system:serviceaccount:{kube.ns}:chat-gateway"
+    result = kube.cluster.kubectl(
+        "auth", "can-i", verb, what, f"--as={account}", "-n", namespace or kube.ns, check=False
+    )
+    return bool(result.stdout.strip() == "yes")
+
+
+def test_builtin_router_deploys_the_gateway_with_a_least_privilege_role(kube: Kube) -> None:
+    kube.apply(BUILTIN)
+    objects = kube.wait("the gateway's objects", lambda: all_gateway_objects(kube))
+    deployment = objects["deployment"]
+    assert deployment["spec"]["replicas"] == 2
+    assert deployment["metadata"]["ownerReferences"][0]["name"] == "chat"
+    assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == "chat-gateway"
+    assert objects["poddisruptionbudget"]["spec"]["minAvailable"] == 1
+    root = kube.get("service", "chat")
+    assert root["spec"]["selector"] == {
+        "sits.dev/deployment": "chat",
+        "sits.dev/component": "gateway",
+    }
+    # What the gateway's Kubernetes source does, and nothing more.
+    assert can_i(kube, "get", "sitsdeployments.sits.dev/chat")
+    assert can_i(kube, "watch", "sitsdeployments.sits.dev/chat")
+    assert not can_i(kube, "get", "sitsdeployments.sits.dev/another")
+    assert not can_i(kube, "list", "sitsdeployments.sits.dev")  # only with its name selected
+    assert not can_i(kube, "patch", "sitsdeployments.sits.dev/chat")
+    for verb in ("get", "list", "watch"):
+        assert can_i(kube, verb, "endpointslices.discovery.k8s.io")
+    assert not can_i(kube, "list", "endpointslices.discovery.k8s.io", "default")
+    assert not can_i(kube, "create", "endpointslices.discovery.k8s.io")
+    assert not can_i(kube, "list", "pods")
+    assert not can_i(kube, "get", "secrets")
+    # The gateway's own list call: its SitsDeployment, selected by name, as that account.
+    listed = kube.cluster.kubectl(
+        "get", "sitsdeployments.sits.dev", "-n", kube.ns, "-o", "name",
+        "--field-selector=metadata.name=chat",
+        f"--as=system:serviceaccount:{kube.ns}:chat-gateway",
+    )  # fmt: skip
+    assert listed.stdout.strip() == "sitsdeployment.sits.dev/chat"
+    # kwok's pods run no process: nobody answers on /sits/v1/routing, and the status says
+    # so instead of showing the decision as traffic's truth.
+    status = kube.wait("TrafficApplied False", lambda: status_if(kube, gateway_behind))
+    applied = next(c for c in status["conditions"] if c["type"] == "TrafficApplied")
+    assert applied["status"] == "False"
+    assert status["traffic"]["router"] == "builtin"
+    assert status["traffic"]["weights"] == [
+        {"variant": "v1", "weight": 90},
+        {"variant": "v2", "weight": 10},
+    ]
+    assert status["traffic"]["gatewayPodsApplied"] == 0
+    warnings = [e for e in kube.events() if e["reason"] == "TrafficAppliedFalse"]
+    assert warnings, "a gateway behind the decision is a Warning event"
+    assert warnings[0]["type"] == "Warning"
+
+
+def test_switching_the_router_away_from_builtin_prunes_the_gateway(kube: Kube) -> None:
+    kube.apply(BUILTIN)
+    kube.wait("the gateway's objects", lambda: len(gateway_objects(kube)) == len(GATEWAY_KINDS))
+    kube.apply(EXAMPLE)  # router none
+    kube.wait("the gateway's objects gone", lambda: not gateway_objects(kube))
+    root = kube.get("service", "chat")
+    assert root["spec"]["selector"] == {"sits.dev/deployment": "chat"}
+    status = kube.wait(
+        "status for router none",
+        lambda: status_if(kube, lambda s: s.get("traffic", {}).get("router") == "none"),
+    )
+    assert "TrafficApplied" not in {c["type"] for c in status["conditions"]}
+    assert {d["metadata"]["name"] for d in kube.items("deployments")} == {"chat-v1", "chat-v2"}
+    deleted = [e["message"] for e in kube.events() if e["reason"] == "Deleted"]
+    assert any("Role chat-gateway" in m for m in deleted), deleted

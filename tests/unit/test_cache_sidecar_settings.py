@@ -26,6 +26,8 @@ OPERATOR_ENV = {
     "SITS_CACHE_MODEL": "demo-chat",
     "SITS_CACHE_REVISION": "r7",
     "SITS_CACHE_VARIANT": "canary",
+    "SITS_CACHE_NAMESPACE": "prod",
+    "SITS_CACHE_DEPLOYMENT": "demo",
     "SITS_CACHE_SEMANTIC_ENABLED": "true",
     "SITS_CACHE_SEMANTIC_THRESHOLD": "0.8",
     "SITS_CACHE_SEMANTIC_TTL": "1h",
@@ -47,6 +49,7 @@ def test_the_operators_rendering_parses_into_the_expected_settings() -> None:
     assert (settings.host, settings.port) == ("0.0.0.0", 8080)
     assert settings.upstream == "http://127.0.0.1:8000"
     assert (settings.model, settings.revision, settings.variant) == ("demo-chat", "r7", "canary")
+    assert (settings.namespace, settings.deployment) == ("prod", "demo")
     assert settings.semantic_enabled is True
     assert settings.semantic_threshold == 0.8
     assert settings.semantic_ttl_s == 3600.0

@@ -8,10 +8,12 @@ import pytest
 
 from sits_inference.gateway.sources.kube_model import (
     build_table,
+    routing_origin,
     served_models,
     slice_endpoints,
     sticky_policy,
     variant_weights,
+    weights_with_origin,
 )
 from sits_inference.gateway.table import StickyPolicy, VariantRoute
 
@@ -131,3 +133,58 @@ def test_build_table_joins_weights_and_slices_by_service_name() -> None:
 def test_no_deployment_means_no_variants() -> None:
     table = build_table("demo", "chat", None, {})
     assert (table.namespace, table.deployment, table.variants) == ("demo", "chat", ())
+
+
+def decided(**weights: int) -> dict[str, Any]:
+    rows = [{"variant": n, "weight": w} for n, w in weights.items()]
+    return {"weights": rows, "decidedAt": "2027-01-15T08:00:00.000Z"}
+
+
+def test_the_decided_weights_win_over_the_reported_ones() -> None:
+    """status.variants[].weight is what the gateways report applying: following it
+    would never move; status.traffic.weights is what the operator decided."""
+    obj = deployment(
+        metadata={"name": "chat", "namespace": "demo", "generation": 4, "resourceVersion": "77"},
+        status={"variants": [{"name": "v1", "weight": 100}], "traffic": decided(v1=60, v2=40)},
+    )
+    assert weights_with_origin(obj) == ([("v1", 60), ("v2", 40)], "status.traffic.weights")
+    assert routing_origin(obj) == {
+        "generation": 4,
+        "resourceVersion": "77",
+        "decidedAt": "2027-01-15T08:00:00.000Z",
+        "weightsFrom": "status.traffic.weights",
+    }
+    assert weights_with_origin(status(v1=80, v2=20))[1] == "status.variants"
+    assert weights_with_origin(deployment())[1] == "spec"
+    assert routing_origin(None) == {}
+
+
+async def test_the_routing_endpoint_reports_the_table_in_force() -> None:
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from sits_inference.gateway.app import ROUTING_PATH, Gateway
+    from sits_inference.gateway.config import GatewayConfig
+    from sits_inference.gateway.sources import MemorySource
+    from sits_inference.gateway.table import RoutingTable
+    from sits_inference.gateway.telemetry import Probes
+
+    table = RoutingTable(
+        "demo",
+        "chat",
+        (VariantRoute("v1", 70, ("http://10.0.0.1:8080",)), VariantRoute("v2", 30, ())),
+    )
+    gateway = Gateway(GatewayConfig(), MemorySource(table), Probes())
+    async with TestClient(TestServer(gateway.app())) as http:
+        response = await http.get(ROUTING_PATH)
+        assert response.status == 200
+        body = await response.json()
+    gateway.probes.shutdown()
+    assert body == {
+        "namespace": "demo",
+        "deployment": "chat",
+        "ready": True,
+        "weights": {"v1": 70, "v2": 30},
+        "endpoints": {"v1": 1, "v2": 0},
+        "routable": ["v1"],
+        "origin": {},
+    }

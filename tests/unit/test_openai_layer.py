@@ -10,14 +10,19 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from sits_inference.openai.errors import ApiError, ErrorType
-from sits_inference.openai.metrics import RequestMetrics, RequestRecord, prometheus_meter_provider
+from sits_inference.openai.metrics import (
+    RequestMetrics,
+    RequestRecord,
+    Source,
+    prometheus_meter_provider,
+)
 from sits_inference.openai.replies import error_reply
 from sits_inference.openai.requests import asks_usage, with_usage
 from sits_inference.openai.sse import SseSplitter, event_json, is_usage_only
 from sits_inference.openai.usage import SseUsageFilter, Usage
 
 
-def exposition(source: str | None) -> str:
+def exposition(source: Source | None) -> str:
     registry = CollectorRegistry()
     provider, _ = prometheus_meter_provider("test", registry)
     try:
@@ -29,8 +34,16 @@ def exposition(source: str | None) -> str:
         provider.shutdown()
 
 
+@pytest.mark.parametrize("source", list(Source))
+def test_every_series_of_a_source_carries_it(source: Source) -> None:
+    text = exposition(source)
+    samples = [line for line in text.splitlines() if line.startswith("sits_")]
+    assert samples
+    assert all(f'source="{source}"' in line for line in samples), text
+
+
 def test_the_source_label_appears_only_when_set() -> None:
-    assert 'source="sidecar"' in exposition("sidecar")
+    assert 'source="sidecar"' in exposition(Source.SIDECAR)
     plain = exposition(None)
     assert "source=" not in plain
     assert 'sits_requests_total{code="200",namespace="ns",operation="chat"' in plain

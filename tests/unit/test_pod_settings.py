@@ -100,7 +100,11 @@ def _deployments(**extra: Any) -> dict[str, dict[str, Any]]:
     v1_pod = extra.pop("v1_pod", None)
     first = variant(gpuProduct="NVIDIA-A100-SXM4-80GB", **({"pod": v1_pod} if v1_pod else {}))
     manifests = render_children(OWNER, spec(first, variant("v2", "candidate"), **extra), SETTINGS)
-    return {m["metadata"]["name"]: m for m in manifests if m["kind"] == "Deployment"}
+    return {
+        m["metadata"]["name"]: m
+        for m in manifests
+        if m["kind"] == "Deployment" and naming.LABEL_VARIANT in m["metadata"]["labels"]
+    }
 
 
 def _pod(deployment: dict[str, Any]) -> dict[str, Any]:

@@ -63,10 +63,13 @@ async def test_first_pass_applies_everything_and_writes_status_once() -> None:
     reconciler, writer, events, _ = make()
     await reconciler.reconcile(body(RAW), ObservedState())
     kinds = [c[0] for c in writer.calls]
-    assert kinds == ["apply"] * 5 + ["status"]
+    # Two variants (Deployment + Service each), the root Service, and router builtin's
+    # gateway: ServiceAccount, Role, RoleBinding, Deployment, PodDisruptionBudget.
+    assert kinds == ["apply"] * 10 + ["status"]
     assert events[0][1] == "Applied"
-    assert events[0][2].count("Deployment ") == 2
+    assert events[0][2].count("Deployment ") == 3
     assert events[0][2].count("Service ") == 3
+    assert "ServiceAccount chat-gateway" in events[0][2]
     assert ("Normal", "PhaseChanged", "(none) -> Progressing") in events
 
 
@@ -79,7 +82,7 @@ async def test_watch_cache_lag_does_not_cause_a_second_apply() -> None:
     assert [c[0] for c in writer.calls if c[0] == "apply"] == []
     clock.now += 60  # still missing long after: someone deleted them, recreate
     await reconciler.reconcile(body(RAW), ObservedState())
-    assert len([c for c in writer.calls if c[0] == "apply"]) == 5
+    assert len([c for c in writer.calls if c[0] == "apply"]) == 10
 
 
 async def test_converged_state_writes_nothing() -> None:

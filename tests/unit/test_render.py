@@ -32,6 +32,11 @@ def test_children_are_a_deployment_and_service_per_variant_plus_one_root_service
         ("Service", "chat-v1"),
         ("Deployment", "chat-v2"),
         ("Service", "chat-v2"),
+        ("ServiceAccount", "chat-gateway"),
+        ("Role", "chat-gateway"),
+        ("RoleBinding", "chat-gateway"),
+        ("Deployment", "chat-gateway"),
+        ("PodDisruptionBudget", "chat-gateway"),
         ("Service", "chat"),
     ]
     for manifest in manifests:
@@ -230,7 +235,8 @@ def test_services_target_the_sidecar_port() -> None:
         naming.LABEL_DEPLOYMENT: "chat",
         naming.LABEL_VARIANT: "v2",
     }
-    assert services["chat"]["spec"]["selector"] == {naming.LABEL_DEPLOYMENT: "chat"}
+    # router builtin (the default): the root Service is the gateway's (test_gateway_render.py)
+    assert services["chat"]["spec"]["selector"] == naming.gateway_selector_labels("chat")
     for svc in services.values():
         assert svc["spec"]["ports"][0]["targetPort"] == "http"
 
@@ -299,6 +305,12 @@ def test_cache_settings_reach_the_sidecar_environment() -> None:
     assert env["SITS_CACHE_SEMANTIC_TTL"] == "10m"
     assert env["SITS_CACHE_UPSTREAM"] == "http://127.0.0.1:8000"
     assert env["SITS_CACHE_REVISION"] == "r1"
+    # the request-metric contract's labels: namespace, sits_deployment, variant
+    assert (env["SITS_CACHE_NAMESPACE"], env["SITS_CACHE_DEPLOYMENT"]) == (
+        OWNER.namespace,
+        OWNER.name,
+    )
+    assert env["SITS_CACHE_VARIANT"] == "v1"
 
 
 def test_children_are_part_of_their_sitsdeployment_and_carry_no_argo_instance_label() -> None:
@@ -318,8 +330,10 @@ def test_children_are_part_of_their_sitsdeployment_and_carry_no_argo_instance_la
 def test_selectors_use_only_sits_labels_which_never_change() -> None:
     """A Deployment's selector is immutable: an operator upgrade must not change it."""
     for manifest in render_children(OWNER, spec(), SETTINGS):
-        spec_ = manifest["spec"]
-        selector = spec_["selector"]["matchLabels"] if "template" in spec_ else spec_["selector"]
+        spec_ = manifest.get("spec")
+        if spec_ is None or "selector" not in spec_:
+            continue  # ServiceAccount, Role, RoleBinding: nothing selected
+        selector = spec_["selector"].get("matchLabels", spec_["selector"])
         assert selector
         assert all(key.startswith("sits.dev/") for key in selector), selector
 

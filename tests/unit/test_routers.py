@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
-from sits_operator.adapters.routers import route_weights, weights_from_status, with_route_weights
+from sits_operator.adapters.gateway import GatewayPod
+from sits_operator.adapters.routers import BuiltinRouter, route_weights, with_route_weights
+from sits_operator.model.observed import GatewayReport
+from sits_operator.model.spec import ObjectRef
+from tests.unit.factories import spec
 
 SERVICES = {"chat-v1": "v1", "chat-v2": "v2"}
 
@@ -60,7 +65,50 @@ def test_writing_weights_keeps_everything_else_and_adds_missing_variants() -> No
     assert before["spec"]["rules"][0]["backendRefs"][0]["weight"] == 100  # input not mutated
 
 
-def test_builtin_router_reads_status_weights() -> None:
-    status = {"variants": [{"name": "v1", "weight": 80}, {"name": "v2", "weight": 20}]}
-    assert weights_from_status(status) == {"v1": 80, "v2": 20}
-    assert weights_from_status({}) == {}
+class FakeReader:
+    """Answers per pod name as told; records which pods were asked on which port."""
+
+    def __init__(self, answers: dict[str, dict[str, int] | None]) -> None:
+        self.answers = answers
+        self.asked: list[tuple[str, int]] = []
+
+    async def read(self, pods: Sequence[GatewayPod], *, port: int) -> tuple[GatewayReport, ...]:
+        self.asked += [(p.name, port) for p in pods]
+        return tuple(
+            GatewayReport(p.name, self.answers[p.name], "" if self.answers[p.name] else "timeout")
+            for p in pods
+        )
+
+
+class PodsOf(BuiltinRouter):
+    """The router with its pod listing replaced (the real one asks the apiserver)."""
+
+    def __init__(self, pods: list[GatewayPod], reader: FakeReader) -> None:
+        self._reader, self._port, self._pods = reader, 8080, pods
+
+    async def gateway_pods(self, owner: ObjectRef) -> list[GatewayPod]:
+        return self._pods
+
+
+A, B = GatewayPod("chat-gateway-a", "10.0.0.1"), GatewayPod("chat-gateway-b", "10.0.0.2")
+
+
+@pytest.mark.parametrize(
+    ("pods", "answers", "expected"),
+    [
+        pytest.param([A, B], {A.name: {"v1": 80, "v2": 20}, B.name: {"v1": 80, "v2": 20}},
+                     {"v1": 80, "v2": 20}, id="all-agree"),
+        pytest.param([A, B], {A.name: {"v1": 80, "v2": 20}, B.name: {"v1": 90, "v2": 10}},
+                     {}, id="mid-change"),
+        pytest.param([A, B], {A.name: {"v1": 80, "v2": 20}, B.name: None}, {}, id="one-silent"),
+        pytest.param([], {}, {}, id="no-ready-pod"),
+    ],
+)  # fmt: skip
+async def test_builtin_router_reads_the_weights_every_gateway_pod_agrees_on(
+    pods: list[GatewayPod], answers: dict[str, dict[str, int] | None], expected: dict[str, int]
+) -> None:
+    reader = FakeReader(answers)
+    router = PodsOf(pods, reader)
+    owner = ObjectRef(name="chat", namespace="prod", uid="u")
+    assert await router.read_weights(owner, spec()) == expected
+    assert reader.asked == [(p.name, 8080) for p in pods]

@@ -49,8 +49,12 @@ def dep(
     )
 
 
+# Router builtin (the default) also waits for its gateway: ready here unless a test says.
+READY_GATEWAY = ObservedDeployment("", None, 2, 2, 2, 2, 1, 1, component="gateway")
+
+
 def observed(*deps: ObservedDeployment, pods: tuple[ObservedPod, ...] = ()) -> ObservedState:
-    return ObservedState(deployments=deps, pods=pods)
+    return ObservedState(deployments=(*deps, READY_GATEWAY), pods=pods)
 
 
 UNSCHEDULABLE = ObservedPod(

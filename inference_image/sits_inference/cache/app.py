@@ -16,6 +16,12 @@ versioned name goes upstream); then one of
 L1 lookups and stores run on a small thread pool: embedding is CPU-bound and must never
 block the event loop that relays other requests' streams.
 
+Every chat or completion request also feeds the request-metric contract
+(``sits_inference.openai.metrics``, ``source="sidecar"``) on the same ``/metrics``: the
+sidecar sees every request its pod serves whatever routes traffic to it, so the analysis
+has SLIs with any router. A hit counts as a request of the variant (it is what the client
+got), with the usage it reports.
+
 While vLLM is down, cache hits are still served (same revision, same answers; the pod is
 out of its Service by then anyway, since ``/health`` follows vLLM) and everything else
 gets a 503 at once.
@@ -26,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -36,8 +42,19 @@ import orjson
 from aiohttp import web
 
 from ..openai.errors import ApiError, ErrorType
+from ..openai.metrics import (
+    CLIENT_CLOSED,
+    RequestMetrics,
+    RequestRecord,
+    Source,
+    apply_usage,
+    estimated_prompt_tokens,
+    prometheus_meter_provider,
+)
 from ..openai.replies import metrics_reply
+from ..openai.requests import Operation
 from ..openai.serving import start_site
+from ..openai.usage import Usage
 from . import admin
 from .coalesce import MissCoalescer
 from .completions import CachedCompletion, Kind, response_document, stream_events
@@ -66,6 +83,7 @@ SIMILARITY_HEADER = "x-sits-cache-similarity"
 AGE_HEADER = "x-sits-cache-age"
 REASON_HEADER = "x-sits-cache-reason"
 COALESCED_HEADER = "x-sits-cache-coalesced"
+OPERATIONS: dict[Kind, Operation] = {"chat": Operation.CHAT, "completion": Operation.COMPLETION}
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +101,11 @@ class Sidecar:
         self.settings = settings
         self.cache_metrics = metrics
         self.metrics = SidecarMetrics(metrics.registry)
+        # The contract's series go to the same registry, so one /metrics serves both.
+        self._provider, _ = prometheus_meter_provider("sits-cache", metrics.registry)
+        self.requests = RequestMetrics(
+            self._provider.get_meter("sits.cache"), source=Source.SIDECAR
+        )
         self.tiers = tiers
         self._executor = ThreadPoolExecutor(settings.lookup_workers, thread_name_prefix="sits-l1")
         self._session: aiohttp.ClientSession | None = None
@@ -129,6 +152,7 @@ class Sidecar:
         if self._session is not None:
             await self._session.close()
         self._executor.shutdown(wait=False, cancel_futures=True)
+        self._provider.shutdown()
 
     @property
     def monitor(self) -> UpstreamMonitor:
@@ -208,30 +232,43 @@ class Sidecar:
         async def handle(request: web.Request) -> web.StreamResponse:
             started = time.perf_counter()
             outcome = Outcome.CANCELLED  # unless decided: the client left (aiohttp cancels)
+            # code 0 until known; left at 0 (cancelled before an answer) it becomes 499
+            rec = RequestRecord(self.settings.variant, OPERATIONS[kind], "", 0, 0.0, 0)
             try:
                 try:
                     call = await read_call(request, kind, self.settings.max_body_bytes)
                 except ApiError as err:
-                    outcome = Outcome.REJECTED
+                    outcome, rec.code = Outcome.REJECTED, err.status
                     return reply(err)
-                response, outcome = await self._serve(request, call)
+                rec.model, rec.prompt_tokens = call.model, estimated_prompt_tokens(call.raw)
+                response, outcome = await self._serve(request, call, rec, started)
+                rec.code = rec.code or response.status
+                if outcome is Outcome.HIT and call.stream:  # replayed in one write
+                    rec.ttft_s = time.perf_counter() - started
                 return response
             except Exception:
-                outcome = Outcome.ERROR
+                outcome, rec.code = Outcome.ERROR, rec.code or 500
                 raise
             finally:
+                duration = time.perf_counter() - started
                 self.metrics.requests.labels(outcome).inc()
-                self.metrics.duration.labels(outcome).observe(time.perf_counter() - started)
+                self.metrics.duration.labels(outcome).observe(duration)
+                self._record(rec, duration)
 
         return handle
 
+    def _record(self, rec: RequestRecord, duration: float) -> None:
+        """The contract's sample (code 499 when the client left before an answer)."""
+        rec.code, rec.duration_s = rec.code or CLIENT_CLOSED, duration
+        self.requests.record(rec, self.settings.namespace, self.settings.deployment)
+
     async def _serve(
-        self, request: web.Request, call: InferenceCall
+        self, request: web.Request, call: InferenceCall, rec: RequestRecord, started: float
     ) -> tuple[web.StreamResponse, Outcome]:
         bypass = request.headers.get(CACHE_HEADER, "").strip().lower() == "bypass"
         try:
             async with lease_for(self.tiers.lora, call.model) as lease:
-                return await self._with_lease(request, call, lease, bypass)
+                return await self._with_lease(request, call, lease, bypass, rec, started)
         except AdapterUnavailable as err:
             if err.status != 404:
                 self.metrics.upstream_errors.labels(UpstreamFailure.UNAVAILABLE).inc()
@@ -240,7 +277,13 @@ class Sidecar:
             return reply(ApiError(err.status, err.message, type=type_, code=code)), Outcome.ERROR
 
     async def _with_lease(
-        self, request: web.Request, call: InferenceCall, lease: AdapterLease | None, bypass: bool
+        self,
+        request: web.Request,
+        call: InferenceCall,
+        lease: AdapterLease | None,
+        bypass: bool,
+        rec: RequestRecord,
+        started: float,
     ) -> tuple[web.StreamResponse, Outcome]:
         decision = self._decide(call, lease, bypass)
         headers: dict[str, str] = {CACHE_HEADER: decision.outcome}
@@ -249,7 +292,7 @@ class Sidecar:
         hits_allowed = self.monitor.up or self.settings.serve_hits_when_down
         if decision.admission is not None and hits_allowed:
             hit = await self._lookup(decision.admission)
-            served = await self._from_hit(request, call, hit) if hit is not None else None
+            served = await self._from_hit(request, call, hit, rec) if hit is not None else None
             if served is not None:
                 return served, Outcome.HIT
         if not self.monitor.up:
@@ -258,7 +301,7 @@ class Sidecar:
         admission = decision.admission
         key = None if admission is None else (admission.partition, admission.exact)
         if admission is not None and not call.stream:
-            followed = await self._follow(request, call, admission)
+            followed = await self._follow(request, call, admission, rec)
             if followed is not None:
                 return followed, Outcome.HIT
         storing = admission is not None
@@ -270,13 +313,14 @@ class Sidecar:
             kind=call.kind, client_model=call.model, served_model=served_model,
             strip_usage=add_usage, cache_headers=headers,
             store=self._storer(admission) if admission is not None else None,
+            record=rec, started=started,
         )  # fmt: skip
         async with self._coalescer.lead(key):
             response = await self.relay.inference(request, fwd)
         return response, decision.outcome if response.status < 500 else Outcome.ERROR
 
     async def _follow(
-        self, request: web.Request, call: InferenceCall, admission: Admission
+        self, request: web.Request, call: InferenceCall, admission: Admission, rec: RequestRecord
     ) -> web.StreamResponse | None:
         """Wait for an identical request already at vLLM, then serve its stored answer."""
         key = (admission.partition, admission.exact)
@@ -286,7 +330,7 @@ class Sidecar:
             self.metrics.coalesced.labels(CoalesceResult.TIMEOUT).inc()
             return None
         hit = await self._lookup(admission)
-        served = await self._from_hit(request, call, hit) if hit is not None else None
+        served = await self._from_hit(request, call, hit, rec) if hit is not None else None
         found = CoalesceResult.HIT if served is not None else CoalesceResult.MISS
         self.metrics.coalesced.labels(found).inc()
         if served is not None:
@@ -342,7 +386,7 @@ class Sidecar:
     # -- hits ------------------------------------------------------------------------------
 
     async def _from_hit(
-        self, request: web.Request, call: InferenceCall, hit: Hit
+        self, request: web.Request, call: InferenceCall, hit: Hit, rec: RequestRecord
     ) -> web.StreamResponse | None:
         try:
             cached = CachedCompletion.from_payload(hit.payload)
@@ -351,6 +395,8 @@ class Sidecar:
             return None
         if cached.kind != call.kind:
             return None
+        if cached.usage is not None:  # what the answer cost when generated, as the client sees
+            apply_usage(rec, usage_of(cached.usage))
         headers = {
             CACHE_HEADER: Outcome.HIT,
             SIMILARITY_HEADER: f"{hit.similarity:.4f}",
@@ -380,6 +426,10 @@ class Sidecar:
             return response  # the client left; nothing upstream to cancel
         self.metrics.replayed_streams.inc()
         return response
+
+
+def usage_of(counts: Mapping[str, int]) -> Usage:
+    return Usage(counts.get("prompt_tokens"), counts.get("completion_tokens"))
 
 
 def rename_models(doc: Any, lora: LoraResidency) -> Any:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +26,7 @@ from yarl import URL
 
 from ..openai.errors import JSON_ERRORS, ApiError, ErrorType, sse_error_event
 from ..openai.headers import relayed_headers, upstream_headers
+from ..openai.metrics import CLIENT_CLOSED, RequestRecord, apply_usage
 from ..openai.replies import error_reply
 from ..openai.sse import (
     DONE_EVENT,
@@ -35,6 +37,7 @@ from ..openai.sse import (
     is_usage_only,
     parse_event_json,
 )
+from ..openai.usage import usage_from_body, usage_from_document
 from .assembler import StreamAssembler
 from .completions import CachedCompletion, Kind, from_response
 from .sidecar_metrics import SidecarMetrics, StoreResult, UpstreamFailure
@@ -79,6 +82,11 @@ class Forward:
     strip_usage: bool = False
     store: Store | None = None
     cache_headers: Mapping[str, str] = field(default_factory=dict)
+    # The request-metric contract's record, and when the request was received: the relay
+    # adds what only it sees (time to the first chunk, usage, the code of a stream that
+    # broke after its status was sent).
+    record: RequestRecord | None = None
+    started: float = 0.0
 
     @property
     def rewrite(self) -> bool:
@@ -131,6 +139,9 @@ class Relay:
             body = await self._inspect(body, fwd)
         elif fwd.store is not None:
             self._metrics.stores.labels(StoreResult.NOT_STORABLE).inc()
+        rec = fwd.record
+        if ok and rec is not None and not rec.usage_known:  # not parsed by _inspect
+            apply_usage(rec, usage_from_body(body))
         headers = relayed_headers(upstream.headers, fwd.cache_headers)
         return web.Response(body=body, status=upstream.status, headers=headers)
 
@@ -142,6 +153,8 @@ class Relay:
             if fwd.store is not None:
                 self._metrics.stores.labels(StoreResult.NOT_STORABLE).inc()
             return body
+        if fwd.record is not None:
+            apply_usage(fwd.record, usage_from_document(doc))
         if fwd.store is not None:
             cached = from_response(fwd.kind, doc)
             if cached is None:
@@ -292,6 +305,7 @@ class _StreamRelay:
         self._assembler = StreamAssembler(fwd.kind) if storing else None
         self._parse = storing or fwd.strip_usage or fwd.rewrite
         self._offered = False  # the answer went to the store, or was judged not storable
+        self._record = fwd.record
         self._response = web.StreamResponse(
             status=upstream.status, headers=relayed_headers(upstream.headers, fwd.cache_headers)
         )
@@ -300,6 +314,8 @@ class _StreamRelay:
         try:
             await self._response.prepare(self._request)
             async for chunk in self._upstream.content.iter_any():
+                if self._record is not None and self._record.ttft_s is None:
+                    self._record.ttft_s = time.perf_counter() - self._fwd.started
                 await self._forward(self._splitter.feed(chunk))
             tail = self._splitter.flush()
             if tail:
@@ -312,6 +328,8 @@ class _StreamRelay:
             await self._fail(UpstreamFailure.STREAM_BROKEN, 502, "the model server's stream broke")
         except ConnectionError:
             self._upstream.close()  # the client left: vLLM stops generating
+            if self._record is not None:
+                self._record.code = CLIENT_CLOSED
         finally:
             if self._fwd.store is not None and not self._offered:
                 self._metrics.stores.labels(StoreResult.NOT_STORABLE).inc()
@@ -349,6 +367,8 @@ class _StreamRelay:
             return event
         if self._assembler is not None:
             self._assembler.feed(doc)
+        if self._record is not None and "usage" in doc:
+            apply_usage(self._record, usage_from_document(doc))
         if self._fwd.strip_usage and is_usage_only(doc):
             return b""
         if self._fwd.rewrite and doc.get("model") == self._fwd.served_model:
@@ -374,6 +394,8 @@ class _StreamRelay:
 
     async def _fail(self, kind: UpstreamFailure, code: int, message: str) -> None:
         self._metrics.upstream_errors.labels(kind).inc()
+        if self._record is not None:
+            self._record.code = code  # the status sent was 200; the client got this error
         self._upstream.close()
         with contextlib.suppress(ConnectionError):
             await self._response.write(sse_error_event(message, ErrorType.UPSTREAM, code))

@@ -56,6 +56,9 @@ class SidecarSettings:
     model: str = ""
     revision: str = ""
     variant: str = ""
+    # The request-metric contract's labels (the SitsDeployment's namespace and name).
+    namespace: str = ""
+    deployment: str = ""
     semantic_enabled: bool = True
     semantic_threshold: float | None = None
     semantic_ttl_s: float = 3600.0
@@ -239,7 +242,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("UPSTREAM", parse_upstream, "vLLM's root URL (default http://127.0.0.1:8000)"),
     Option("MODEL", str, "vLLM's served model name (for stats and logs)"),
     Option("REVISION", str, "model revision; part of every cache partition"),
-    Option("VARIANT", str, "the SitsDeployment variant (for stats and logs)"),
+    Option("VARIANT", str, "the SitsDeployment variant (request metrics, logs)"),
+    Option("NAMESPACE", str, "the SitsDeployment's namespace (request metrics)"),
+    Option("DEPLOYMENT", str, "the SitsDeployment's name (request metrics)"),
     Option("SEMANTIC_ENABLED", parse_bool, "enable the L1 semantic cache (default true)"),
     Option("SEMANTIC_THRESHOLD", parse_threshold, "cosine similarity for a hit, 0..1"),
     Option("SEMANTIC_TTL", parse_duration, "lifetime of an entry (default 1h)", "semantic_ttl_s"),

@@ -30,12 +30,14 @@ from .balance import Balancer, Pick
 from .config import GatewayConfig
 from .proxy import Forwarder, UpstreamSettings, error_response
 from .request import InferenceRequest, parse_request
-from .sources import RoutingSource
+from .sources import HasOrigin, RoutingSource
 from .table import RoutingTable, StickyPolicy
 from .telemetry import Probes
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 _MODELS_CREATED = int(time.time())
+# The routing in force, read by the operator to put the applied weights into status.
+ROUTING_PATH = "/sits/v1/routing"
 
 
 class Gateway:
@@ -93,6 +95,7 @@ class Gateway:
         app.router.add_post("/v1/embeddings", self._inference(Operation.EMBEDDINGS))
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/health", self.health)
+        app.router.add_get(ROUTING_PATH, self.routing)
         app.router.add_get("/metrics", self.metrics)
         app.router.add_route("*", "/{tail:.*}", self.not_found)
         return app
@@ -171,6 +174,28 @@ class Gateway:
             "variants": variants,
         }
         return web.json_response(body, status=200 if ready else 503)
+
+    async def routing(self, request: web.Request) -> web.Response:
+        """The weights this process applies now and where they came from (read-only).
+
+        The operator asks every ready gateway pod and writes the weights into the
+        SitsDeployment's status only when all of them report the same: the status then
+        says what traffic does, not what was asked. ``weights`` lists every variant of the
+        table, even at 0; ``routable`` those that get new requests now (weight and a ready
+        endpoint).
+        """
+        table = self.source.current()
+        origin = self.source.origin if isinstance(self.source, HasOrigin) else {}
+        body = {
+            "namespace": table.namespace,
+            "deployment": table.deployment,
+            "ready": self.source.ready,
+            "weights": {v.name: v.weight for v in table.variants},
+            "endpoints": {v.name: len(v.endpoints) for v in table.variants},
+            "routable": list(self.balancer().routable),
+            "origin": origin,
+        }
+        return web.json_response(body)
 
     async def metrics(self, request: web.Request) -> web.Response:
         self.balancer()  # gauges describe the table in force, even before any request

@@ -30,9 +30,9 @@ from yarl import URL
 
 from ..openai.errors import ApiError, ErrorType, sse_error_event
 from ..openai.headers import relayed_headers, upstream_headers
-from ..openai.metrics import CLIENT_CLOSED, RequestRecord
+from ..openai.metrics import CLIENT_CLOSED, RequestRecord, apply_usage
 from ..openai.replies import error_reply
-from ..openai.usage import SseUsageFilter, Usage, usage_from_body
+from ..openai.usage import SseUsageFilter, usage_from_body
 from . import errors
 from .balance import Pick
 from .request import InferenceRequest
@@ -177,22 +177,11 @@ class Forwarder:
         if rec.code >= 500:
             rec.error_type = str(rec.code)
         if len(body) <= _MAX_USAGE_BODY and upstream.content_type == "application/json":
-            _apply_usage(rec, usage_from_body(body))
+            apply_usage(rec, usage_from_body(body))
         gateway_s = time.perf_counter() - started - upstream_s
         timing = server_timing(gateway_s, upstream_s)
         headers = response_headers(upstream.headers, rec.variant, timing)
         return web.Response(body=body, status=upstream.status, headers=headers)
-
-
-def _apply_usage(rec: RequestRecord, usage: Usage | None) -> None:
-    if usage is None:
-        return
-    if usage.prompt_tokens is not None:
-        rec.prompt_tokens, rec.usage_known = usage.prompt_tokens, True
-    if usage.completion_tokens is not None:
-        rec.completion_tokens = usage.completion_tokens
-    if usage.model:
-        rec.response_model = usage.model
 
 
 class _StreamRelay:
@@ -231,7 +220,7 @@ class _StreamRelay:
         except (aiohttp.ClientError, OSError) as exc:
             await self._fail(502, type(exc).__name__, "the upstream connection broke")
         finally:
-            _apply_usage(self._rec, self._filter.usage)
+            apply_usage(self._rec, self._filter.usage)
         return self._response
 
     async def _prepare(self) -> None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import orjson
 
+from ..openai.metrics import estimated_prompt_tokens
 from ..openai.requests import (
     STREAMABLE,
     Operation,
@@ -24,9 +25,6 @@ from ..openai.requests import (
     decode_object,
     with_usage,
 )
-
-# Rough characters per token, for requests whose response carries no usage.
-_CHARS_PER_TOKEN = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +41,7 @@ class InferenceRequest:
 
     @property
     def estimated_prompt_tokens(self) -> int:
-        return len(self.body) // _CHARS_PER_TOKEN
+        return estimated_prompt_tokens(self.body)
 
 
 def parse_request(raw: bytes, operation: Operation, *, add_stream_usage: bool) -> InferenceRequest:

@@ -29,6 +29,7 @@ from ..openai.metrics import (
     ObservedCounter,
     RequestMetrics,
     RequestRecord,
+    Source,
     is_success,
     prometheus_meter_provider,
     time_per_output_token,
@@ -63,7 +64,8 @@ class Probes:
         self._rejected = ObservedCounter(REJECT_LABELS)
         self._retries = ObservedCounter(VARIANT_LABELS)
         meter = self._provider.get_meter("sits.gateway")
-        self._requests = RequestMetrics(meter)
+        # source="gateway": the sidecars behind it export the same requests as "sidecar".
+        self._requests = RequestMetrics(meter, source=Source.GATEWAY)
         self._create_instruments(meter)
 
     def _create_instruments(self, meter: Meter) -> None:

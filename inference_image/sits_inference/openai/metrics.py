@@ -3,14 +3,15 @@
 These series are what the operator's analysis queries (``policies/sits2026.yaml``:
 ``sits_requests_total{outcome}`` for the success rate, ``sits_request_duration_seconds``
 for the p95 latency), so their names and labels are a contract: the integration tests
-assert the exposition exactly. One implementation, used by the gateway today; the cache
-sidecar can export the same contract for the requests its pod serves by creating a
-``RequestMetrics`` with ``source="sidecar"`` (see ``source`` below).
+assert the exposition exactly. One implementation, used by the gateway (``source="gateway"``)
+and by the cache sidecar for the requests its pod serves (``source="sidecar"``): the same
+request seen by both is two series that differ in ``source``, and the analysis queries
+select one source (``spec.analysis.source``), so they are never summed.
 
 Labels: ``namespace``, ``sits_deployment``, ``variant``, ``operation`` (chat,
-text_completion, embeddings) and ``token_bucket`` (le128, le512, le2k, gt2k: the prompt's
-length) on every series; ``outcome`` (success, error) and ``code`` on the request counter;
-``token_type`` (input, output) on the token counter.
+text_completion, embeddings), ``token_bucket`` (le128, le512, le2k, gt2k: the prompt's
+length) and ``source`` (gateway, sidecar) on every series; ``outcome`` (success, error) and
+``code`` on the request counter; ``token_type`` (input, output) on the token counter.
 
 Naming. Instruments are OpenTelemetry's, exported through its Prometheus reader into a
 ``prometheus_client`` registry. The exporter (0.5x+) appends ``_<unit>`` only when the name
@@ -38,6 +39,8 @@ from opentelemetry.sdk.metrics._internal.exemplar import AlwaysOffExemplarFilter
 from opentelemetry.sdk.resources import Resource
 from prometheus_client import CollectorRegistry
 
+from .usage import Usage
+
 # Fine between 10 ms and 2 s (SITS2026 thresholds: 45, 95, 120, 200, 350 ms), then coarse.
 LATENCY_BUCKETS = (
     0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.035, 0.04, 0.045, 0.05, 0.06, 0.07, 0.08,
@@ -49,6 +52,8 @@ PER_TOKEN_BUCKETS = (
     0.2, 0.3, 0.5, 1.0,
 )  # fmt: skip
 CLIENT_CLOSED = 499  # nginx's code for "the client went away before the answer"
+# Rough bytes per token of a request body, for the token bucket of answers without usage.
+BYTES_PER_TOKEN = 4
 
 # Token-length buckets of the prompt: few and fixed, so the label stays low-cardinality.
 TOKEN_BUCKETS = ((128, "le128"), (512, "le512"), (2048, "le2k"))
@@ -69,6 +74,14 @@ SEEDED_OUTCOMES = (
     (Outcome.SUCCESS, "200"), (Outcome.ERROR, "500"), (Outcome.ERROR, "502"),
     (Outcome.ERROR, "503"), (Outcome.ERROR, "504"), (Outcome.ERROR, "429"),
 )  # fmt: skip
+
+
+class Source(enum.StrEnum):
+    """The ``source`` label: which proxy recorded the series (``spec.analysis.source``)."""
+
+    GATEWAY = "gateway"
+    SIDECAR = "sidecar"
+
 
 Key = tuple[str, ...]
 
@@ -107,6 +120,23 @@ class RequestRecord:
     endpoint: str = ""
     error_type: str | None = None
     usage_known: bool = False
+
+
+def estimated_prompt_tokens(body: bytes) -> int:
+    """The prompt's length in tokens, roughly, until the answer's usage says it exactly."""
+    return len(body) // BYTES_PER_TOKEN
+
+
+def apply_usage(rec: RequestRecord, usage: Usage | None) -> None:
+    """The answer's usage (exact token counts, served model) replaces the estimate."""
+    if usage is None:
+        return
+    if usage.prompt_tokens is not None:
+        rec.prompt_tokens, rec.usage_known = usage.prompt_tokens, True
+    if usage.completion_tokens is not None:
+        rec.completion_tokens = usage.completion_tokens
+    if usage.model:
+        rec.response_model = usage.model
 
 
 def time_per_output_token(rec: RequestRecord) -> float | None:
@@ -183,13 +213,12 @@ def prometheus_meter_provider(
 class RequestMetrics:
     """The contract's instruments on one meter, and the recording of one request.
 
-    ``source``: when set (``"gateway"``, ``"sidecar"``), every series carries a ``source``
-    label, so series of a gateway and of the sidecars behind it are never summed. The
-    gateway leaves it unset today: the SITS2026 queries sum every series of a variant, and
-    they must select one source before a second one exports the contract.
+    ``source``: every series carries a ``source`` label, so series of a gateway and of the
+    sidecars behind it (the same requests, seen twice) are never summed: the SITS2026
+    queries select one source. Unset only for tools that export a single source.
     """
 
-    def __init__(self, meter: Meter, *, source: str | None = None) -> None:
+    def __init__(self, meter: Meter, *, source: Source | None = None) -> None:
         self._source = source or ""
         self._series = Attributes(SERIES_LABELS)
         self._requests = ObservedCounter(REQUEST_LABELS)

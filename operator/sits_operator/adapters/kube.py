@@ -60,49 +60,54 @@ class ApiKubeWriter:
     """The real writer. Typed APIs for the few kinds the operator owns."""
 
     def __init__(self, api_client: client.ApiClient, *, field_manager: str) -> None:
-        self._apps = client.AppsV1Api(api_client)
-        self._core = client.CoreV1Api(api_client)
+        apps, core = client.AppsV1Api(api_client), client.CoreV1Api(api_client)
+        rbac, policy = client.RbacAuthorizationV1Api(api_client), client.PolicyV1Api(api_client)
         self._custom = client.CustomObjectsApi(api_client)
         self._field_manager = field_manager
+        # kind -> (patch, delete) of the typed API; the gateway's kinds (core/gateway.py)
+        # beside the variants' Deployments and Services.
+        self._calls: dict[str, tuple[Any, Any]] = {
+            "Deployment": (apps.patch_namespaced_deployment, apps.delete_namespaced_deployment),
+            "Service": (core.patch_namespaced_service, core.delete_namespaced_service),
+            "ServiceAccount": (
+                core.patch_namespaced_service_account,
+                core.delete_namespaced_service_account,
+            ),
+            "Role": (rbac.patch_namespaced_role, rbac.delete_namespaced_role),
+            "RoleBinding": (
+                rbac.patch_namespaced_role_binding,
+                rbac.delete_namespaced_role_binding,
+            ),
+            "PodDisruptionBudget": (
+                policy.patch_namespaced_pod_disruption_budget,
+                policy.delete_namespaced_pod_disruption_budget,
+            ),
+        }
+
+    def _call(self, kind: str, which: int) -> Any:
+        if kind not in self._calls:
+            raise ValueError(f"the operator does not own objects of kind {kind}")
+        return self._calls[kind][which]
 
     async def apply(self, manifest: Manifest) -> None:
         meta = manifest["metadata"]
-        name, namespace, manager = meta["name"], meta["namespace"], self._field_manager
-        response: Any
-        if manifest["kind"] == "Deployment":
-            response = await self._apps.patch_namespaced_deployment(  # type: ignore[call-arg]
-                name,
-                namespace,
-                manifest,
-                field_manager=manager,
-                force=True,
-                _content_type=APPLY,
-                _preload_content=False,  # the response is not needed: skip model decoding
-            )
-        elif manifest["kind"] == "Service":
-            response = await self._core.patch_namespaced_service(  # type: ignore[call-arg]
-                name,
-                namespace,
-                manifest,
-                field_manager=manager,
-                force=True,
-                _content_type=APPLY,
-                _preload_content=False,  # the response is not needed: skip model decoding
-            )
-        else:
-            raise ValueError(f"the operator does not own objects of kind {manifest['kind']}")
+        patch = self._call(manifest["kind"], 0)
+        response = await patch(
+            meta["name"],
+            meta["namespace"],
+            manifest,
+            field_manager=self._field_manager,
+            force=True,
+            _content_type=APPLY,
+            _preload_content=False,  # the response is not needed: skip model decoding
+        )
         await _check(response)
 
     async def delete(self, *, kind: str, namespace: str, name: str) -> None:
+        delete = self._call(kind, 1)
         try:
-            if kind == "Deployment":
-                await self._apps.delete_namespaced_deployment(
-                    name, namespace, propagation_policy="Background"
-                )
-            elif kind == "Service":
-                await self._core.delete_namespaced_service(name, namespace)
-            else:
-                raise ValueError(f"the operator does not own objects of kind {kind}")
+            # Background: the Deployment's ReplicaSets and pods go after it, not before.
+            await delete(name, namespace, propagation_policy="Background")
         except ApiException as exc:
             if exc.status != 404:
                 raise

@@ -4,6 +4,10 @@ prometheus-api-client is synchronous (requests); every query runs in a worker th
 with a timeout so a slow Prometheus never blocks Kopf's event loop. Failures become a
 RuleSamples with `error` set (the engine's Error verdict, which freezes the rollout);
 empty results and NaN become missing or NaN samples (the engine's NoData).
+
+Queries select one ``source`` of the request metrics (``{{source}}`` in a policy's
+template, and the minimum-traffic count): the gateway and the sidecars export the same
+requests, and their sum would count each one twice.
 """
 
 from __future__ import annotations
@@ -21,20 +25,22 @@ from urllib3.util.retry import Retry
 from sits_operator.model.analysis import RuleSamples, Sample
 from sits_operator.model.durations import format_duration
 from sits_operator.model.policy import Rule
+from sits_operator.model.spec import MetricSource
 
 REQUESTS_QUERY = (
     'sum by (variant) (increase(sits_requests_total{{namespace="{namespace}",'
-    'sits_deployment="{deployment}"}}[{window}]))'
+    'sits_deployment="{deployment}",source="{source}"}}[{window}]))'
 )
 
 
 @dataclass(frozen=True)
 class Target:
-    """Which deployment's series to select."""
+    """Which deployment's series to select, and from which source (gateway or sidecar)."""
 
     namespace: str
     deployment: str
     variants: tuple[str, ...]
+    source: MetricSource = MetricSource.GATEWAY
 
 
 class MetricsProvider(Protocol):
@@ -48,6 +54,7 @@ def render_query(template: str, target: Target, window_seconds: float, variant: 
         "namespace": target.namespace,
         "deployment": target.deployment,
         "variant": variant,
+        "source": target.source.value,
         "window": format_duration(window_seconds),
     }
     query = template
@@ -98,6 +105,7 @@ class PrometheusProvider:
         count_query = REQUESTS_QUERY.format(
             namespace=target.namespace,
             deployment=target.deployment,
+            source=target.source.value,
             window=format_duration(rule.window_seconds),
         )
         try:

@@ -1,8 +1,9 @@
 """Traffic routers: where variant weights live, and how they are read back.
 
 The engine decides from the weights the router reports (what traffic really does), not
-from what the operator last wrote. One Protocol, the built-in router (weights live in
-the SitsDeployment's status, which the SITS gateway watches), a no-op, and a factory.
+from what the operator last wrote. One Protocol, the built-in router (the SITS gateway
+follows the SitsDeployment's status and reports what it applies), the Gateway API router,
+a no-op, and a factory.
 """
 
 from __future__ import annotations
@@ -11,7 +12,11 @@ from typing import Any, Protocol
 
 from kubernetes_asyncio import client
 
-from sits_operator.model.spec import API_GROUP, API_VERSION, PLURAL, ObjectRef, SitsDeploymentSpec
+from sits_operator.adapters.gateway import GatewayPod, GatewayReader, HttpGatewayReader
+from sits_operator.core.naming import gateway_selector_labels
+from sits_operator.core.traffic import agreed_weights
+from sits_operator.model.settings import OperatorSettings
+from sits_operator.model.spec import ObjectRef, SitsDeploymentSpec
 
 
 class TrafficRouter(Protocol):
@@ -36,24 +41,44 @@ class NoopRouter:
         return None
 
 
-def weights_from_status(status: dict[str, Any]) -> dict[str, int]:
-    rows = status.get("variants") or []
-    return {str(r["name"]): int(r.get("weight") or 0) for r in rows if "name" in r}
+def _ready_pod(pod: Any) -> GatewayPod | None:
+    """A pod with an address whose Ready condition is True (what the Service would use)."""
+    status = pod.status
+    if status is None or not status.pod_ip:
+        return None
+    ready = any(c.type == "Ready" and c.status == "True" for c in status.conditions or [])
+    return GatewayPod(pod.metadata.name, status.pod_ip) if ready else None
 
 
 class BuiltinRouter:
-    """Weights are `status.variants[].weight`; the status write that follows a decision
-    is what sets them, so set_weights has nothing to do. Reads go to the apiserver, not
-    the watch cache, so the decision sees the weights the gateway sees."""
+    """Weights the built-in gateway's pods report applying (GET /sits/v1/routing).
 
-    def __init__(self, api_client: client.ApiClient) -> None:
-        self._custom = client.CustomObjectsApi(api_client)
+    The operator writes its decision to `status.traffic.weights`, which the gateway pods
+    watch, so set_weights has nothing to do. read_weights asks every ready gateway pod
+    (listed from the apiserver, not the watch cache) and returns their weights only when
+    all of them agree; empty otherwise (no pod, one unreachable, a change half applied),
+    and the engine then decides from its stored weights.
+    """
+
+    def __init__(
+        self,
+        api_client: client.ApiClient,
+        *,
+        reader: GatewayReader | None = None,
+        port: int = OperatorSettings().gateway_port,
+    ) -> None:
+        self._core = client.CoreV1Api(api_client)
+        self._reader = reader or HttpGatewayReader()
+        self._port = port
+
+    async def gateway_pods(self, owner: ObjectRef) -> list[GatewayPod]:
+        selector = ",".join(f"{k}={v}" for k, v in gateway_selector_labels(owner.name).items())
+        pods = await self._core.list_namespaced_pod(owner.namespace, label_selector=selector)
+        return [ready for pod in pods.items if (ready := _ready_pod(pod)) is not None]
 
     async def read_weights(self, owner: ObjectRef, spec: SitsDeploymentSpec) -> dict[str, int]:
-        obj = await self._custom.get_namespaced_custom_object_status(
-            API_GROUP, API_VERSION, owner.namespace, PLURAL, owner.name
-        )
-        return weights_from_status(dict(obj.get("status") or {}))
+        reports = await self._reader.read(await self.gateway_pods(owner), port=self._port)
+        return agreed_weights(reports) or {}
 
     async def set_weights(
         self, owner: ObjectRef, spec: SitsDeploymentSpec, weights: dict[str, int]

@@ -14,7 +14,8 @@ import re
 from dataclasses import dataclass
 from enum import StrEnum
 
-from sits_operator.model.observed import ObservedContainer, ObservedState
+from sits_operator.core.naming import Component
+from sits_operator.model.observed import ObservedContainer, ObservedPod, ObservedState
 from sits_operator.model.spec import SitsDeploymentSpec
 from sits_operator.model.status import ConditionReason
 
@@ -57,17 +58,23 @@ def is_failing(container: ObservedContainer) -> bool:
     return bool(reason) and reason not in _STARTING
 
 
+def _failing_in(owner: str, pods: tuple[ObservedPod, ...]) -> list[FailingContainer]:
+    return [
+        FailingContainer(owner, pod.name, c)
+        for pod in sorted(pods, key=lambda p: p.name)
+        for c in sorted(pod.containers, key=lambda c: c.name)
+        if is_failing(c)
+    ]
+
+
 def failing_containers(spec: SitsDeploymentSpec, observed: ObservedState) -> list[FailingContainer]:
-    """Failing containers in spec order of variants, then by pod and container name."""
+    """Failing containers in spec order of variants, then the gateway's (variant ""), each
+    by pod and container name. A gateway that cannot pull its image shows here, while
+    the variants' pods keep running untouched."""
     found: list[FailingContainer] = []
     for variant in spec.variants:
-        for pod in sorted(observed.pods_of(variant.name), key=lambda p: p.name):
-            found += [
-                FailingContainer(variant.name, pod.name, c)
-                for c in sorted(pod.containers, key=lambda c: c.name)
-                if is_failing(c)
-            ]
-    return found
+        found += _failing_in(variant.name, observed.pods_of(variant.name))
+    return found + _failing_in("", observed.component_pods(Component.GATEWAY.value))
 
 
 def variant_restarts(observed: ObservedState, variant: str) -> int:
@@ -98,7 +105,8 @@ def _detail(container: ObservedContainer) -> str:
 def describe(failure: FailingContainer) -> str:
     """`variant v2 pod chat-v2-x container vllm: CrashLoopBackOff after 3 restarts, ...`."""
     container = failure.container
-    head = f"variant {failure.variant} pod {failure.pod} container {container.name}: "
+    where = f"variant {failure.variant}" if failure.variant else Component.GATEWAY.value
+    head = f"{where} pod {failure.pod} container {container.name}: "
     head += failure.reason
     if container.restart_count:
         head += f" after {container.restart_count} restart(s)"
@@ -113,7 +121,7 @@ def failing_message(failures: list[FailingContainer]) -> str:
         mine = [f for f in failures if f.variant == variant]
         part = describe(mine[0])
         if len(mine) > 1:
-            part += f" (and {len(mine) - 1} more failing container(s) in {variant})"
+            part += f" (and {len(mine) - 1} more failing container(s) in {variant or 'gateway'})"
         parts.append(part)
     return "; ".join(parts)
 

@@ -18,6 +18,10 @@ LABEL_NAME = "app.kubernetes.io/name"
 # a resource of an Argo CD application of the same name.
 LABEL_PART_OF = "app.kubernetes.io/part-of"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+# Tells a SitsDeployment's gateway pods from its variants' pods (which carry neither):
+# the recommended label for people and tools, the sits.dev/ one for selectors (below).
+LABEL_APP_COMPONENT = "app.kubernetes.io/component"
+LABEL_COMPONENT = "sits.dev/component"
 APP_NAME = "sits-inference"
 MANAGED_BY = "sits-operator"
 ANNOTATION_TEMPLATE_HASH = "sits.dev/template-hash"
@@ -49,6 +53,12 @@ class Container(StrEnum):
     CACHE = "sits-cache"
 
 
+class Component(StrEnum):
+    """Values of LABEL_COMPONENT on the children that are not a variant's."""
+
+    GATEWAY = "gateway"
+
+
 class PortName(StrEnum):
     """Named container ports: the probes and the Services refer to them by name."""
 
@@ -68,6 +78,20 @@ def selector_labels(deployment: str, variant: str) -> dict[str, str]:
     selector cannot change after creation, so an upgrade must never touch it.
     """
     return {LABEL_DEPLOYMENT: deployment, LABEL_VARIANT: variant}
+
+
+def gateway_object_name(deployment: str) -> str:
+    """Name of the gateway's Deployment, ServiceAccount, Role, RoleBinding and PDB.
+
+    "gateway" can never be a variant's name suffix clash: the CRD forbids a variant named
+    gateway (see crds/sitsdeployment.yaml, variants[].name).
+    """
+    return f"{deployment}-{Component.GATEWAY.value}"
+
+
+def gateway_selector_labels(deployment: str) -> dict[str, str]:
+    """Labels the gateway's Deployment, PDB and the root Service select on (immutable)."""
+    return {LABEL_DEPLOYMENT: deployment, LABEL_COMPONENT: Component.GATEWAY.value}
 
 
 def common_labels(deployment: str) -> dict[str, str]:

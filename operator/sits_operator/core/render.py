@@ -7,12 +7,19 @@ changed, and a restart of the operator writes nothing.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from typing import Any
 
-from sits_operator.core import naming, volumes
+from sits_operator.core import gateway, naming, volumes
+from sits_operator.core.manifest import (
+    TERMINATION_MESSAGE_POLICY,
+    Manifest,
+    metadata,
+    owner_reference,
+    template_hash,
+    with_hash,
+)
 from sits_operator.core.naming import Container, PortName
 from sits_operator.core.pod_settings import (
     apply_pod_template,
@@ -25,61 +32,23 @@ from sits_operator.model.durations import parse_duration
 from sits_operator.model.mig import resource_name
 from sits_operator.model.settings import OperatorSettings
 from sits_operator.model.spec import (
-    API_GROUP,
-    API_VERSION,
-    KIND,
     ObjectRef,
     PodSettings,
     SitsDeploymentSpec,
     Variant,
 )
 
-Manifest = dict[str, Any]
+# Re-exported: tests and benchmarks have always taken these from here.
+__all__ = ["Manifest", "owner_reference", "render_children", "template_hash"]
 
 # The operator's own toleration, first in every pod; users' tolerations come after it.
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 STARTUP_PROBE_PERIOD_SECONDS = 10
-# The kubelet copies the last log lines into a failed container's termination message,
-# which the operator shows in the ContainersFailing condition (core/containers.py).
-TERMINATION_MESSAGE_POLICY = "FallbackToLogsOnError"
 
 
 def served_model_name(owner: ObjectRef, spec: SitsDeploymentSpec) -> str:
     """All variants serve one model name, so clients and the gateway never see variants."""
     return spec.served_model_name or owner.name
-
-
-def owner_reference(owner: ObjectRef) -> dict[str, Any]:
-    """Controller reference: the garbage collector deletes children with their owner."""
-    return {
-        "apiVersion": f"{API_GROUP}/{API_VERSION}",
-        "kind": KIND,
-        "name": owner.name,
-        "uid": owner.uid,
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
-
-
-def template_hash(manifest: Manifest) -> str:
-    """Stable digest of a manifest's content (key order does not matter)."""
-    canonical = json.dumps(manifest, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
-
-
-def _with_hash(manifest: Manifest) -> Manifest:
-    digest = template_hash(manifest)
-    manifest["metadata"].setdefault("annotations", {})[naming.ANNOTATION_TEMPLATE_HASH] = digest
-    return manifest
-
-
-def _metadata(owner: ObjectRef, name: str, labels: dict[str, str]) -> dict[str, Any]:
-    return {
-        "name": name,
-        "namespace": owner.namespace,
-        "labels": labels,
-        "ownerReferences": [owner_reference(owner)],
-    }
 
 
 def _variant_labels(owner: ObjectRef, variant: Variant) -> dict[str, str]:
@@ -172,7 +141,9 @@ def _vllm_container(
     }
 
 
-def _cache_env(variant: Variant, served_name: str, settings: OperatorSettings) -> list[Any]:
+def _cache_env(
+    owner: ObjectRef, variant: Variant, served_name: str, settings: OperatorSettings
+) -> list[Any]:
     cache = variant.cache
     pairs = {
         # Every name starts with naming.SIDECAR_ENV_PREFIX (users may not set those).
@@ -181,6 +152,10 @@ def _cache_env(variant: Variant, served_name: str, settings: OperatorSettings) -
         "SITS_CACHE_MODEL": served_name,
         "SITS_CACHE_REVISION": variant.revision,
         "SITS_CACHE_VARIANT": variant.name,
+        # The request-metric contract's namespace and sits_deployment labels (the sidecar
+        # exports it with source="sidecar"); plain values: the operator knows both.
+        "SITS_CACHE_NAMESPACE": owner.namespace,
+        "SITS_CACHE_DEPLOYMENT": owner.name,
         "SITS_CACHE_SEMANTIC_ENABLED": str(cache.semantic.enabled).lower(),
         "SITS_CACHE_SEMANTIC_THRESHOLD": str(cache.semantic.similarity_threshold),
         "SITS_CACHE_SEMANTIC_TTL": cache.semantic.ttl,
@@ -219,7 +194,7 @@ def _sidecar_container(
         "name": Container.CACHE.value,
         "image": settings.cache_sidecar_image,
         "command": ["sits-cache"],
-        "env": _cache_env(variant, served_model_name(owner, spec), settings),
+        "env": _cache_env(owner, variant, served_model_name(owner, spec), settings),
         "ports": [
             {
                 "name": PortName.CACHE.value,
@@ -297,11 +272,11 @@ def render_variant_deployment(
 ) -> Manifest:
     """The Deployment of one variant: vLLM plus the cache sidecar on one MIG slice."""
     labels = _variant_labels(owner, variant)
-    return _with_hash(
+    return with_hash(
         {
             "apiVersion": "apps/v1",
             "kind": "Deployment",
-            "metadata": _metadata(
+            "metadata": metadata(
                 owner, naming.variant_object_name(owner.name, variant.name), labels
             ),
             "spec": {
@@ -321,11 +296,11 @@ def render_variant_deployment(
 def _service(
     owner: ObjectRef, name: str, labels: dict[str, str], selector: dict[str, str], port: int
 ) -> Manifest:
-    return _with_hash(
+    return with_hash(
         {
             "apiVersion": "v1",
             "kind": "Service",
-            "metadata": _metadata(owner, name, labels),
+            "metadata": metadata(owner, name, labels),
             "spec": {
                 "type": "ClusterIP",
                 "selector": selector,
@@ -355,12 +330,14 @@ def render_variant_service(
     )
 
 
-def render_root_service(owner: ObjectRef, settings: OperatorSettings) -> Manifest:
-    """One Service over every variant, for clients that bypass the weighted router."""
+def render_root_service(
+    owner: ObjectRef, spec: SitsDeploymentSpec, settings: OperatorSettings
+) -> Manifest:
+    """The Service `<name>` clients call: the gateway's pods for router builtin (which
+    split by weight), else one Service over every variant (core/gateway.root_selector)."""
     labels = naming.common_labels(owner.name)
-    return _service(
-        owner, owner.name, labels, {naming.LABEL_DEPLOYMENT: owner.name}, settings.sidecar_port
-    )
+    selector = gateway.root_selector(owner, spec)
+    return _service(owner, owner.name, labels, selector, settings.sidecar_port)
 
 
 def render_children(
@@ -371,5 +348,6 @@ def render_children(
     for variant in spec.variants:
         manifests.append(render_variant_deployment(owner, spec, variant, settings))
         manifests.append(render_variant_service(owner, variant, settings))
-    manifests.append(render_root_service(owner, settings))
+    manifests += gateway.render_gateway(owner, spec, settings)
+    manifests.append(render_root_service(owner, spec, settings))
     return manifests

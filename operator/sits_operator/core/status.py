@@ -18,7 +18,10 @@ from sits_operator.core.containers import (
     failing_reason,
     variant_restarts,
 )
-from sits_operator.model.observed import ObservedState
+from sits_operator.core.gateway import wants_gateway
+from sits_operator.core.naming import Component
+from sits_operator.core.traffic import TrafficView, traffic_view
+from sits_operator.model.observed import GatewayReport, ObservedState
 from sits_operator.model.spec import Role, SitsDeploymentSpec, Variant
 from sits_operator.model.status import Condition, ConditionReason, ConditionType, Phase
 
@@ -31,6 +34,7 @@ OWNED_FIELDS = (
     "candidateWeight",
     "variants",
     "conditions",
+    "traffic",
 )
 
 
@@ -48,6 +52,10 @@ class StatusInputs:
     analysis_phase: str | None = None
     # (healthy, reason, message) of the Analysis condition; None leaves it as it was.
     analysis_condition: tuple[bool, str, str] | None = None
+    # Router builtin: what each ready gateway pod reports applying (None: not asked).
+    gateway_reports: tuple[GatewayReport, ...] | None = None
+    # `now` in seconds (the same injected wall clock): the TrafficApplied grace period.
+    now_seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -57,6 +65,8 @@ class StatusResult:
     status: dict[str, Any]
     phase_changed: bool
     flipped: tuple[Condition, ...]
+    # Seconds after which a reconcile should look again (a gateway still applying).
+    recheck_in: float | None = None
 
     def differs_from(self, previous: dict[str, Any]) -> bool:
         return any(previous.get(key) != value for key, value in self.status.items())
@@ -106,13 +116,29 @@ def _variant_done(variant: Variant, observed: ObservedState) -> bool:
     )
 
 
+def _gateway_summary(spec: SitsDeploymentSpec, observed: ObservedState) -> str:
+    """ "gateway 0/2 ready" while router builtin's gateway is not fully ready, else ""."""
+    if not wants_gateway(spec):
+        return ""
+    wanted = spec.traffic.gateway.replicas
+    deployment = observed.component_deployment(Component.GATEWAY.value)
+    ready = deployment.ready_replicas if deployment is not None else 0
+    done = deployment is not None and (
+        deployment.observed_generation >= deployment.generation
+        and deployment.updated_replicas >= wanted
+        and ready >= wanted
+    )
+    return "" if done else f"gateway {ready}/{wanted} ready"
+
+
 def _not_ready_summary(spec: SitsDeploymentSpec, observed: ObservedState) -> str:
     parts = []
     for variant in spec.variants:
         if not _variant_done(variant, observed):
             ready = _ready_replicas(variant, observed)
             parts.append(f"{variant.name} {ready}/{variant.replicas} ready")
-    return ", ".join(parts)
+    gateway = _gateway_summary(spec, observed)
+    return ", ".join([*parts, gateway] if gateway else parts)
 
 
 def _unschedulable_message(spec: SitsDeploymentSpec, observed: ObservedState) -> str:
@@ -131,9 +157,8 @@ def _unschedulable_message(spec: SitsDeploymentSpec, observed: ObservedState) ->
 
 
 def _variant_rows(
-    spec: SitsDeploymentSpec, observed: ObservedState, decided: Mapping[str, int] | None
+    spec: SitsDeploymentSpec, observed: ObservedState, weights: Mapping[str, int]
 ) -> list[dict[str, Any]]:
-    weights = effective_weights(spec, observed, decided)
     rows = []
     for variant in spec.variants:
         deployment = observed.deployment(variant.name)
@@ -146,7 +171,7 @@ def _variant_rows(
                 "readyReplicas": deployment.ready_replicas if deployment else 0,
                 "updatedReplicas": deployment.updated_replicas if deployment else 0,
                 "restarts": variant_restarts(observed, variant.name),
-                "weight": weights[variant.name],
+                "weight": int(weights.get(variant.name, 0)),
             }
         )
     return rows
@@ -157,7 +182,7 @@ def _previous_conditions(previous: dict[str, Any]) -> list[Condition]:
     return [Condition.from_dict(c) for c in raw if isinstance(c, dict)]
 
 
-def _conditions(inputs: StatusInputs) -> list[Condition]:
+def _conditions(inputs: StatusInputs, traffic: TrafficView | None) -> list[Condition]:
     now, gen = inputs.now, inputs.generation
     conds = _previous_conditions(inputs.previous)
     invalid = "; ".join(inputs.problems)
@@ -184,7 +209,41 @@ def _conditions(inputs: StatusInputs) -> list[Condition]:
             now=now,
             generation=gen,
         )
+    conds = _traffic_condition(conds, inputs, traffic)
     return _rollout_conditions(conds, inputs.spec, inputs)
+
+
+def _traffic_condition(
+    conds: list[Condition], inputs: StatusInputs, traffic: TrafficView | None
+) -> list[Condition]:
+    """TrafficApplied for router builtin; dropped for routers the operator cannot ask."""
+    if traffic is None or inputs.gateway_reports is None:
+        return [c for c in conds if c.type != ConditionType.TRAFFIC_APPLIED]
+    if traffic.condition is None:
+        return conds
+    applied, reason, message = traffic.condition
+    return set_condition(
+        conds,
+        type_=ConditionType.TRAFFIC_APPLIED,
+        status=applied,
+        reason=reason,
+        message=message,
+        now=inputs.now,
+        generation=inputs.generation,
+    )
+
+
+def _traffic(inputs: StatusInputs) -> TrafficView | None:
+    spec = inputs.spec
+    if spec is None or inputs.problems:
+        return None
+    return traffic_view(
+        router=spec.traffic.router,
+        decided=effective_weights(spec, inputs.observed, inputs.decided_weights),
+        previous=dict(inputs.previous.get("traffic") or {}),
+        reports=inputs.gateway_reports,
+        now=inputs.now_seconds,
+    )
 
 
 def _pod_conditions(
@@ -271,7 +330,8 @@ def _message(phase: Phase, conds: list[Condition]) -> str:
 
 def compute_status(inputs: StatusInputs) -> StatusResult:
     """The whole owned status for this generation, plus the transitions worth an event."""
-    conds = _conditions(inputs)
+    traffic = _traffic(inputs)
+    conds = _conditions(inputs, traffic)
     phase = _phase(conds, inputs.analysis_phase)
     status: dict[str, Any] = {
         "observedGeneration": inputs.generation,
@@ -281,7 +341,9 @@ def compute_status(inputs: StatusInputs) -> StatusResult:
     }
     spec = inputs.spec
     if spec is not None and not inputs.problems:
-        rows = _variant_rows(spec, inputs.observed, inputs.decided_weights)
+        assert traffic is not None  # computed for every valid spec
+        rows = _variant_rows(spec, inputs.observed, traffic.shown)
+        status["traffic"] = traffic.field
         candidate = spec.candidates[0] if spec.candidates else None
         status["stableVariant"] = spec.stable.name
         status["candidateVariant"] = candidate.name if candidate else ""
@@ -294,4 +356,5 @@ def compute_status(inputs: StatusInputs) -> StatusResult:
         status=status,
         phase_changed=inputs.previous.get("phase") != phase.value,
         flipped=tuple(flipped(before, conds)),
+        recheck_in=traffic.recheck_in if traffic is not None else None,
     )

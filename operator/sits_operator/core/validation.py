@@ -7,7 +7,7 @@ operator then changes nothing in the cluster, so a typo never deletes running po
 
 from __future__ import annotations
 
-from sits_operator.core import volumes
+from sits_operator.core import naming, volumes
 from sits_operator.core.pod_validation import pod_settings_problems
 from sits_operator.core.quantity import parse_bytes
 from sits_operator.core.vllm import MIN_KV_CACHE_BYTES, kv_cache_bytes
@@ -115,9 +115,15 @@ def _reference_problems(field: str, variant: Variant) -> list[str]:
 def semantic_problems(spec: SitsDeploymentSpec, settings: OperatorSettings) -> list[str]:
     """Every reason the spec cannot be served as written, each naming its field."""
     problems = pod_settings_problems("spec.podDefaults", spec.pod_defaults)
+    problems += pod_settings_problems("spec.traffic.gateway.pod", spec.traffic.gateway.pod)
     for index, variant in enumerate(spec.variants):
         problems += _variant_problems(index, variant, settings)
     names = {v.name for v in spec.variants}
+    for index, variant in enumerate(spec.variants):
+        if variant.name == naming.Component.GATEWAY.value:  # the CRD refuses it too
+            problems.append(
+                f"spec.variants[{index}].name: gateway is reserved for the built-in gateway"
+            )
     for index, entry in enumerate(spec.traffic.initial_weights):
         if entry.variant not in names:
             problems.append(

@@ -20,6 +20,7 @@ from sits_operator.adapters.kube import read_secret_value
 from sits_operator.adapters.prometheus import MetricsProvider, Target, make_provider
 from sits_operator.adapters.routers import TrafficRouter, make_router
 from sits_operator.core.analysis import decide
+from sits_operator.core.metric_source import metric_source
 from sits_operator.core.rollout_plan import build_plan
 from sits_operator.handlers import metrics
 from sits_operator.model.analysis import AnalysisState, Command, Decision
@@ -98,7 +99,8 @@ class Analyzer:
             # decision anyone made: decide from the stored weights instead.
             observed_weights = {}
         provider = await self._provider(owner, spec)
-        target = Target(owner.namespace, owner.name, tuple(v.name for v in spec.variants))
+        variants = tuple(v.name for v in spec.variants)
+        target = Target(owner.namespace, owner.name, variants, metric_source(spec))
         observations = await asyncio.gather(*(provider.samples(r, target) for r in policy.rules))
         for samples in observations:
             if samples.error is not None:

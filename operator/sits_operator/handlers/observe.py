@@ -52,6 +52,7 @@ def deployment_entry(
         available_replicas=int(status.get("availableReplicas") or 0),
         generation=int(meta.get("generation") or 0),
         observed_generation=int(status.get("observedGeneration") or 0),
+        component=labels.get(naming.LABEL_COMPONENT, ""),
     )
 
 
@@ -103,6 +104,12 @@ def pod_entry(
         unschedulable_message=message,
         node_name=spec.get("nodeName"),
         containers=tuple(container_entry(c) for c in status.get("containerStatuses") or []),
+        component=labels.get(naming.LABEL_COMPONENT, ""),
+        ip=status.get("podIP") or None,
+        ready=any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in status.get("conditions") or []
+        ),
     )
 
 

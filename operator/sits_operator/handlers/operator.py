@@ -16,6 +16,7 @@ from typing import Any
 import kopf
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from sits_operator.adapters.gateway import make_gateway_reader
 from sits_operator.adapters.kube import api_client_from_environment, make_kube_writer
 from sits_operator.adapters.settings import settings_from_env
 from sits_operator.core import naming
@@ -58,6 +59,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
         writer=make_kube_writer(api, field_manager=operator_settings.field_manager),
         settings=operator_settings,
         analyzer=Analyzer(api),
+        gateway_reader=make_gateway_reader(True),
     )
     address = os.environ.get("SITS_ALERT_WEBHOOK_ADDRESS", "")
     if address:
@@ -80,8 +82,24 @@ def child_deployments(
     return {key: observe.deployment_entry(meta, labels, status)} if key else None
 
 
+# Every kind the operator applies (core/render.py, core/gateway.py): the plan deletes an
+# indexed child that is no longer rendered (e.g. the gateway's, when the router changes).
+CHILD_KINDS = {
+    "deployments": "Deployment",
+    "services": "Service",
+    "serviceaccounts": "ServiceAccount",
+    "roles": "Role",
+    "rolebindings": "RoleBinding",
+    "poddisruptionbudgets": "PodDisruptionBudget",
+}
+
+
 @kopf.index("apps", "v1", "deployments", labels=OWNED)
 @kopf.index("", "v1", "services", labels=OWNED)
+@kopf.index("", "v1", "serviceaccounts", labels=OWNED)
+@kopf.index("rbac.authorization.k8s.io", "v1", "roles", labels=OWNED)
+@kopf.index("rbac.authorization.k8s.io", "v1", "rolebindings", labels=OWNED)
+@kopf.index("policy", "v1", "poddisruptionbudgets", labels=OWNED)
 def child_objects(
     *,
     namespace: str | None,
@@ -91,7 +109,7 @@ def child_objects(
     **_: Any,
 ) -> Any:
     key = observe.parent_key(namespace, labels)
-    kind = "Deployment" if resource.plural == "deployments" else "Service"
+    kind = CHILD_KINDS[resource.plural]
     return {key: observe.child_entry(kind, meta, labels)} if key else None
 
 
@@ -122,6 +140,10 @@ def wake_on_policy_change(**_: Any) -> None:
 
 @kopf.on.event("apps", "v1", "deployments", labels=OWNED)
 @kopf.on.event("", "v1", "services", labels=OWNED)
+@kopf.on.event("", "v1", "serviceaccounts", labels=OWNED)
+@kopf.on.event("rbac.authorization.k8s.io", "v1", "roles", labels=OWNED)
+@kopf.on.event("rbac.authorization.k8s.io", "v1", "rolebindings", labels=OWNED)
+@kopf.on.event("policy", "v1", "poddisruptionbudgets", labels=OWNED)
 @kopf.on.event("", "v1", "pods", labels=SELECTED)
 def wake_parent(*, namespace: str | None, labels: kopf.Labels, **_: Any) -> None:
     key = observe.parent_key(namespace, labels)
@@ -172,6 +194,9 @@ async def reconcile_loop(
                     if now >= analysis_due_at:
                         analysis_due_at = now + next_in
                     delay = min(delay, max(analysis_due_at - loop_time(), 0.05))
+                recheck = reconciler.recheck_in(namespace, name)
+                if recheck is not None:  # a gateway still applying the last decision
+                    delay = min(delay, max(recheck, 0.05))
             except ApiException as exc:
                 log.warning(
                     "reconcile of %s/%s failed: %s %s: %s",

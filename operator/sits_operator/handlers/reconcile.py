@@ -17,8 +17,11 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
+from sits_operator.adapters.gateway import GatewayPod, GatewayReader
 from sits_operator.adapters.kube import KubeWriter
 from sits_operator.core import naming
+from sits_operator.core.gateway import wants_gateway
+from sits_operator.core.naming import Component
 from sits_operator.core.plan import Plan, plan_children
 from sits_operator.core.render import render_children
 from sits_operator.core.rollout_plan import revision_key
@@ -33,10 +36,10 @@ from sits_operator.handlers.analysis_status import (
 )
 from sits_operator.handlers.metrics import ReconcileResult
 from sits_operator.model.analysis import AnalysisState
-from sits_operator.model.observed import ObservedChild, ObservedState
+from sits_operator.model.observed import GatewayReport, ObservedChild, ObservedState
 from sits_operator.model.settings import OperatorSettings
 from sits_operator.model.spec import ObjectRef, SitsDeploymentSpec, parse_spec
-from sits_operator.model.status import ABNORMAL_TRUE, ConditionType
+from sits_operator.model.status import ABNORMAL_FALSE, ABNORMAL_TRUE, ConditionType
 
 log = logging.getLogger("sits_operator.reconcile")
 
@@ -57,8 +60,9 @@ def seconds_to_next_period(now: float, interval: float) -> float:
     return interval - (now % interval) + 0.5
 
 
-def utc_now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+def utc_now(seconds: float | None = None) -> str:
+    moment = datetime.now(UTC) if seconds is None else datetime.fromtimestamp(seconds, UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,9 @@ class Reconciler:
     writer: KubeWriter
     settings: OperatorSettings
     analyzer: Analyzer | None = None
+    # Router builtin: asks the gateway pods what they apply (None: the status is not
+    # read back, as in dry runs and tests without gateways).
+    gateway_reader: GatewayReader | None = None
     post: EventPoster = post_event
     clock: Callable[[], float] = time.monotonic
     wall_clock: Callable[[], float] = time.time
@@ -85,6 +92,8 @@ class Reconciler:
         default_factory=dict
     )
     _written_status: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    # Per owner: seconds after the last pass when it should run again (gateway applying).
+    _recheck: dict[tuple[str, str], float] = field(default_factory=dict)
 
     async def reconcile(
         self,
@@ -123,6 +132,24 @@ class Reconciler:
         """Drop per-object memory when the SitsDeployment goes away."""
         self._written_status.pop((namespace, name), None)
         self._recent.pop((namespace, name), None)
+        self._recheck.pop((namespace, name), None)
+
+    def recheck_in(self, namespace: str, name: str) -> float | None:
+        """Seconds until the last pass wants another look (None: only on events/resync):
+        a gateway's catching up with a decision raises no watch event."""
+        return self._recheck.get((namespace, name))
+
+    async def _gateway_reports(
+        self, spec: SitsDeploymentSpec, observed: ObservedState
+    ) -> tuple[GatewayReport, ...] | None:
+        if self.gateway_reader is None or not wants_gateway(spec):
+            return None
+        pods = [
+            GatewayPod(p.name, p.ip)
+            for p in sorted(observed.component_pods(Component.GATEWAY.value), key=lambda p: p.name)
+            if p.ready and p.ip
+        ]
+        return await self.gateway_reader.read(pods, port=self.settings.gateway_port)
 
     async def _reconcile(
         self, body: Any, observed: ObservedState, policies: Mapping[str, Any], analyze: bool
@@ -139,8 +166,11 @@ class Reconciler:
             observed = await self._converge(body, owner, spec, observed)
         previous = self._previous_status(owner, body)
         view = AnalysisView(fields={})
+        reports = None
         if spec is not None and not problems:
             view = await self._analysis(body, owner, spec, observed, previous, policies, analyze)
+            reports = await self._gateway_reports(spec, observed)
+        now = self.wall_clock()
         result = compute_status(
             StatusInputs(
                 generation=owner.generation,
@@ -148,15 +178,24 @@ class Reconciler:
                 problems=tuple(problems),
                 observed=observed,
                 previous=previous,
-                now=utc_now(),
+                now=utc_now(now),
                 decided_weights=view.decided_weights,
                 analysis_phase=view.phase,
                 analysis_condition=view.condition,
+                gateway_reports=reports,
+                now_seconds=now,
             )
         )
+        if result.recheck_in is None:
+            self._recheck.pop((owner.namespace, owner.name), None)
+        else:
+            self._recheck[(owner.namespace, owner.name)] = result.recheck_in
         if view.fields:
             result = StatusResult(
-                {**result.status, **view.fields}, result.phase_changed, result.flipped
+                {**result.status, **view.fields},
+                result.phase_changed,
+                result.flipped,
+                result.recheck_in,
             )
         await self._write_status(body, owner, previous, result)
         return view.next_in
@@ -297,7 +336,9 @@ class Reconciler:
             before = previous.get("phase") or "(none)"
             self.post(body, "Normal", "PhaseChanged", f"{before} -> {phase}")
         for cond in result.flipped:
-            warn = cond.type in ABNORMAL_TRUE and cond.status == "True"
+            warn = (cond.type in ABNORMAL_TRUE and cond.status == "True") or (
+                cond.type in ABNORMAL_FALSE and cond.status == "False"
+            )
             if cond.type == ConditionType.PROGRESSING:
                 continue  # the inverse of Ready while rolling out: PhaseChanged says it
             if cond.type == ConditionType.READY and result.phase_changed:

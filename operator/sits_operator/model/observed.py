@@ -32,6 +32,8 @@ class ObservedDeployment:
     available_replicas: int
     generation: int
     observed_generation: int
+    # naming.Component of a Deployment that is no variant's (the gateway); "" for variants.
+    component: str = ""
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,11 @@ class ObservedPod:
     unschedulable_message: str | None = None
     node_name: str | None = None
     containers: tuple[ObservedContainer, ...] = ()
+    # The gateway's pods: component "gateway"; their address and readiness say which
+    # pods the operator asks for the weights they apply (core/traffic.py).
+    component: str = ""
+    ip: str | None = None
+    ready: bool = False
 
     @property
     def restarts(self) -> int:
@@ -89,7 +96,27 @@ class ObservedState:
     pods: tuple[ObservedPod, ...] = field(default=())
 
     def deployment(self, variant: str) -> ObservedDeployment | None:
-        return next((d for d in self.deployments if d.variant == variant), None)
+        return next((d for d in self.deployments if d.variant == variant and not d.component), None)
 
     def pods_of(self, variant: str) -> tuple[ObservedPod, ...]:
-        return tuple(p for p in self.pods if p.variant == variant)
+        return tuple(p for p in self.pods if p.variant == variant and not p.component)
+
+    def component_pods(self, component: str) -> tuple[ObservedPod, ...]:
+        return tuple(p for p in self.pods if p.component == component)
+
+    def component_deployment(self, component: str) -> ObservedDeployment | None:
+        return next((d for d in self.deployments if d.component == component), None)
+
+
+@dataclass(frozen=True)
+class GatewayReport:
+    """What one ready gateway pod answered on /sits/v1/routing: the weights it applies.
+
+    `weights` is None when the pod did not answer in time or answered nonsense; `error`
+    then says why (the TrafficApplied condition quotes it).
+    """
+
+    pod: str
+    weights: dict[str, int] | None
+    error: str = ""
+    origin: dict[str, object] = field(default_factory=dict)

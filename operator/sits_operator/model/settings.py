@@ -11,6 +11,9 @@ class OperatorSettings:
 
     field_manager: str = "sits-operator"
     cache_sidecar_image: str = "ghcr.io/sits-dev/sits-inference:0.1.0"
+    # The image of sits-gateway (router builtin); the same data-plane image by default.
+    gateway_image: str = "ghcr.io/sits-dev/sits-inference:0.1.0"
+    gateway_port: int = 8080
     vllm_port: int = 8000
     sidecar_port: int = 8080
     # Fraction of a MIG slice's memory vLLM may use in total (weights + KV cache).

@@ -31,6 +31,14 @@ class RouterKind(StrEnum):
     NONE = "none"
 
 
+class MetricSource(StrEnum):
+    """Which proxy's request metrics the analysis reads (the contract's ``source`` label):
+    the gateway and the sidecars see the same requests, so the two are never summed."""
+
+    GATEWAY = "gateway"
+    SIDECAR = "sidecar"
+
+
 class Strategy(StrEnum):
     CANARY = "canary"
     AB_TEST = "abTest"
@@ -160,8 +168,19 @@ class WeightEntry(_Frozen):
     weight: int
 
 
+class GatewaySpec(_Frozen):
+    """The SITS gateway the operator deploys for router builtin (core/gateway.py)."""
+
+    replicas: int = 2
+    resources: ContainerResources | None = None
+    # Scheduling, pull secrets, labels and annotations of the gateway pods (no env: the
+    # gateway's settings are the operator's; no serviceAccountName: it owns the account).
+    pod: PodSettings = PodSettings()
+
+
 class Traffic(_Frozen):
     router: RouterKind = RouterKind.BUILTIN
+    gateway: GatewaySpec = GatewaySpec()
     http_route: HTTPRouteRef | None = Field(default=None, alias="httpRoute")
     sticky_session: StickySession = Field(default=StickySession(), alias="stickySession")
     initial_weights: tuple[WeightEntry, ...] = Field(default=(), alias="initialWeights")
@@ -189,8 +208,12 @@ class SecretKeyRef(_Frozen):
     key: str
 
 
+# kube-prometheus-stack installed as release "kube-prometheus-stack" in "monitoring".
+DEFAULT_PROMETHEUS_URL = "http://kube-prometheus-stack-prometheus.monitoring.svc:9090"
+
+
 class PrometheusEndpoint(_Frozen):
-    url: str = "http://prometheus.monitoring.svc:9090"
+    url: str = DEFAULT_PROMETHEUS_URL
     auth_secret_ref: SecretKeyRef | None = Field(default=None, alias="authSecretRef")
 
 
@@ -200,6 +223,8 @@ class PolicyRef(_Frozen):
 
 class Analysis(_Frozen):
     policy_ref: PolicyRef = Field(default=PolicyRef(), alias="policyRef")
+    # None: chosen by the router (core.metric_source), since the default depends on it.
+    source: MetricSource | None = None
     prometheus: PrometheusEndpoint = PrometheusEndpoint()
 
 

@@ -25,6 +25,8 @@ class ConditionType(StrEnum):
     UNSCHEDULABLE = "Unschedulable"
     CONTAINERS_FAILING = "ContainersFailing"
     ANALYSIS = "Analysis"
+    # Router builtin: do the gateway pods apply the decided weights (core/traffic.py)?
+    TRAFFIC_APPLIED = "TrafficApplied"
 
 
 # Conditions whose True means something is wrong ("abnormal-true", like Unschedulable):
@@ -32,6 +34,10 @@ class ConditionType(StrEnum):
 ABNORMAL_TRUE = frozenset(
     {ConditionType.INVALID, ConditionType.UNSCHEDULABLE, ConditionType.CONTAINERS_FAILING}
 )
+
+
+# Conditions whose False means something is wrong: turning False is a Warning event.
+ABNORMAL_FALSE = frozenset({ConditionType.TRAFFIC_APPLIED})
 
 
 class ConditionReason(StrEnum):
@@ -48,6 +54,9 @@ class ConditionReason(StrEnum):
     ALL_VARIANTS_READY = "AllVariantsReady"
     ROLLING_OUT = "RollingOut"
     ROLLOUT_COMPLETE = "RolloutComplete"
+    WEIGHTS_APPLIED = "WeightsApplied"
+    GATEWAY_BEHIND = "GatewayBehind"
+    GATEWAY_UNAVAILABLE = "GatewayUnavailable"
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,16 @@ class RoutingSource(Protocol):
         """Stop following changes; idempotent."""
 
 
+@runtime_checkable
+class HasOrigin(Protocol):
+    """A source that can say which object state its table came from (the Kubernetes
+    source: generation, resourceVersion, decidedAt); /sits/v1/routing reports it."""
+
+    @property
+    def origin(self) -> dict[str, object]:
+        """Empty before the first table."""
+
+
 class MemorySource:
     """A table held in memory and replaced by :meth:`set`."""
 

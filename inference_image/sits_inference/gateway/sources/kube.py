@@ -30,7 +30,13 @@ from typing import Any
 from kubernetes_asyncio import client, config, watch
 
 from ..table import RoutingTable
-from .kube_model import SERVICE_NAME_LABEL, SliceIndex, build_table, slice_endpoints
+from .kube_model import (
+    SERVICE_NAME_LABEL,
+    SliceIndex,
+    build_table,
+    routing_origin,
+    slice_endpoints,
+)
 from .static import describe
 
 log = logging.getLogger(__name__)
@@ -71,11 +77,17 @@ class KubernetesSource:
         self._slices: dict[str, tuple[str, tuple[str, ...]]] = {}
         self._synced: set[str] = set()
         self._table = build_table(namespace, deployment, None, {})
+        self._origin: dict[str, Any] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._ready_event = asyncio.Event()
 
     def current(self) -> RoutingTable:
         return self._table
+
+    @property
+    def origin(self) -> dict[str, Any]:
+        """The SitsDeployment state the table in force was built from (routing_origin)."""
+        return self._origin
 
     @property
     def ready(self) -> bool:
@@ -138,6 +150,7 @@ class KubernetesSource:
     def _rebuild(self) -> None:
         slices: SliceIndex = self._slices
         table = build_table(self.namespace, self.deployment, self._object, slices)
+        self._origin = routing_origin(self._object)
         if table != self._table:
             self._table = table
             log.info("routing from the cluster: %s", describe(table))

@@ -2,8 +2,10 @@
 
 Kept apart from the watches so every rule here is unit-tested without an apiserver:
 
-- weights come from ``status.variants[].weight`` (what the operator's built-in router
-  writes); before the operator wrote any, from ``spec.traffic.initialWeights``, and
+- weights come from ``status.traffic.weights`` (the weights the operator decided); from
+  ``status.variants[].weight`` when an older operator wrote no ``status.traffic`` (the
+  operator now writes there what the gateways report applying, so reading it back would
+  never move); before the operator wrote any, from ``spec.traffic.initialWeights``, and
   without those the stable variant gets everything (the CRD's documented default);
 - endpoints come from the EndpointSlices labelled
   ``kubernetes.io/service-name=<deployment>-<variant>``: the addresses of endpoints not
@@ -51,12 +53,49 @@ def _spec_weights(obj: Mapping[str, Any]) -> dict[str, int]:
     return {str(v["name"]): 100 for v in _spec_variants(obj) if v.get("role") == "stable"}
 
 
+class WeightsFrom:
+    """Where :func:`variant_weights` found the weights (reported on /sits/v1/routing)."""
+
+    DECIDED = "status.traffic.weights"
+    STATUS_VARIANTS = "status.variants"
+    SPEC = "spec"
+
+
+def weights_with_origin(obj: Mapping[str, Any]) -> tuple[list[tuple[str, int]], str]:
+    """``(variant, weight)`` in a stable order, and which field they came from."""
+    status = _dict(obj.get("status"))
+    decided = [_dict(r) for r in _list(_dict(status.get("traffic")).get("weights"))]
+    weights = [(str(r["variant"]), _int(r.get("weight"))) for r in decided if r.get("variant")]
+    if weights:
+        return weights, WeightsFrom.DECIDED
+    rows = [_dict(r) for r in _list(status.get("variants"))]
+    weights = [(str(r["name"]), _int(r.get("weight"))) for r in rows if r.get("name")]
+    if weights:
+        return weights, WeightsFrom.STATUS_VARIANTS
+    return _spec_variant_weights(obj), WeightsFrom.SPEC
+
+
 def variant_weights(obj: Mapping[str, Any]) -> list[tuple[str, int]]:
     """``(variant, weight)`` in a stable order; status wins over spec once it exists."""
-    rows = [_dict(r) for r in _list(_dict(obj.get("status")).get("variants"))]
-    status = [(str(r["name"]), _int(r.get("weight"))) for r in rows if r.get("name")]
-    if status:
-        return status
+    return weights_with_origin(obj)[0]
+
+
+def routing_origin(obj: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Which SitsDeployment state a table was built from, so the operator can tell a
+    gateway that applies its latest decision from one that lags (``/sits/v1/routing``)."""
+    if obj is None:
+        return {}
+    meta = _dict(obj.get("metadata"))
+    traffic = _dict(_dict(obj.get("status")).get("traffic"))
+    return {
+        "generation": meta.get("generation"),
+        "resourceVersion": meta.get("resourceVersion"),
+        "decidedAt": traffic.get("decidedAt"),
+        "weightsFrom": weights_with_origin(obj)[1],
+    }
+
+
+def _spec_variant_weights(obj: Mapping[str, Any]) -> list[tuple[str, int]]:
     weights = _spec_weights(obj)
     names = [str(v["name"]) for v in _spec_variants(obj) if v.get("name")]
     return [(name, weights.get(name, 0)) for name in names]

@@ -1,0 +1,49 @@
+"""A namespace with everything a live rollout needs, set up and removed as one: the
+operator from its chart watching it, the live policy, Prometheus scraping it, and the
+model volume. The live scenario tests and the live benchmark each use one."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+from sits_localcluster.cluster import LocalCluster
+
+from . import stack, stories
+from .monitoring import LiveMonitoring
+
+
+@dataclass
+class LiveNamespace:
+    cluster: LocalCluster
+    prefix: str = "sits-live"
+    suffix: str = field(default_factory=lambda: uuid.uuid4().hex[:6])
+
+    def __post_init__(self) -> None:
+        self.namespace = f"{self.prefix}-{self.suffix}"
+        self.operator = stack.OperatorInstall(
+            self.cluster, f"{self.prefix}-system-{self.suffix}", (self.namespace,)
+        )
+        self.monitoring = LiveMonitoring(
+            self.cluster, (self.namespace,), name=f"prometheus-{self.suffix}"
+        )
+        self.volume = stack.ModelVolume(self.cluster, self.namespace)
+
+    def up(self) -> LiveNamespace:
+        """Images imported, then the namespace, operator, policy, Prometheus, volume."""
+        self.cluster.ensure_images(stack.IMAGES)
+        self.cluster.kubectl("create", "namespace", self.namespace)
+        self.operator.install()
+        stack.apply(self.cluster, None, stories.live_policy())
+        self.monitoring.start()
+        self.volume.create()
+        return self
+
+    def down(self) -> None:
+        """Remove all of it (each step also when an earlier one failed)."""
+        kubectl = self.cluster.kubectl
+        kubectl("delete", "namespace", self.namespace, "--wait=false", check=False)
+        self.operator.uninstall()
+        self.monitoring.stop()
+        self.volume.delete()
+        kubectl("delete", "sitspolicy", stories.POLICY_NAME, "--ignore-not-found", check=False)

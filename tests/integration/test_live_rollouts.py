@@ -1,0 +1,150 @@
+"""The whole system live on the real node: real traffic makes the SLIs, real faults are
+rolled back.
+
+Two SitsDeployments run at once (their vLLM pods start together): ``healthy`` (v2 the
+same model and adapter as v1) and ``broken`` (v2 ships its LoRA adapter truncated, so
+vLLM refuses to load it and v2's sidecar answers 502 to every request for it). Each has
+two gateway pods the operator deploys (router builtin); the operator runs from its chart;
+Prometheus finds the pods through the apiserver; the load generator sends session-flow
+traffic (base model and adapter) through each root Service's ClusterIP. The timelines
+(weights, SLIs, request rates, decisions) are written as JSON and PNG next to the test
+cluster's state (their paths are printed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from tests.integration.real_node import wait
+
+from sits_live import stack, stories
+from sits_live.environment import LiveNamespace
+from sits_live.monitoring import IN_CLUSTER_URL
+from sits_live.scenario import PhaseWatch, StoryResult, Traffic, cluster_story, run_stories, save
+from sits_loadgen import DROPPED, SUCCESS
+from sits_localcluster.cluster import LocalCluster
+
+pytestmark = [pytest.mark.cluster, pytest.mark.vllm, pytest.mark.timeout(2400)]
+
+ROLLOUT_TIMEOUT_S = 300.0
+#: Two variant pods and two gateway pods per SitsDeployment.
+PODS = 4
+
+
+@dataclass
+class Live:
+    cluster: LocalCluster
+    namespace: str
+    healthy: StoryResult
+    broken: StoryResult
+    rolled_back_at: float | None
+    artefacts: list[Path]
+
+
+def _root_url(cluster: LocalCluster, namespace: str, name: str) -> str:
+    service = stack.get(cluster, "service", name, "-n", namespace)
+    return f"http://{service['spec']['clusterIP']}:{service['spec']['ports'][0]['port']}/v1"
+
+
+def _all_ready(cluster: LocalCluster, namespace: str, name: str) -> bool:
+    pods = stack.variant_pods(cluster, namespace, name)
+    return len(pods) >= PODS and all(stack.pod_ready(p) for p in pods)
+
+
+@pytest.fixture(scope="module")
+def live(local_cluster: LocalCluster, crds_installed: tuple[str, ...]) -> Iterator[Live]:
+    cluster = local_cluster
+    env = LiveNamespace(cluster, "sits-rollouts")
+    namespace = env.namespace
+    watch: PhaseWatch | None = None
+    try:
+        env.up()
+        stack.apply(
+            cluster, namespace,
+            stories.healthy("healthy", IN_CLUSTER_URL), stories.broken("broken", IN_CLUSTER_URL),
+        )  # fmt: skip
+        for name in ("healthy", "broken"):
+
+            def ready(name: str = name) -> bool:
+                return _all_ready(cluster, namespace, name)
+
+            wait(f"{name}: {PODS} pods Ready", ready, timeout=900, step=2.0)
+        watch = PhaseWatch(cluster, namespace, "broken")
+        runs = [
+            cluster_story(
+                cluster, env.monitoring.query, namespace, name, ends=frozenset({end}),
+                traffic=Traffic(_root_url(cluster, namespace, name), stories.RATES,
+                                ROLLOUT_TIMEOUT_S, seed=i),
+                window=stories.WINDOW, out=print,
+            )
+            for i, (name, end) in enumerate((("healthy", "Succeeded"), ("broken", "RolledBack")))
+        ]  # fmt: skip
+        healthy, broken = run_stories(runs, timeout_s=ROLLOUT_TIMEOUT_S)
+        out = cluster.state_dir / "live-rollouts" / env.suffix
+        artefacts = [*save(healthy.timeline, healthy.load, out),
+                     *save(broken.timeline, broken.load, out)]  # fmt: skip
+        print("timelines:", *artefacts, sep="\n  ")
+        yield Live(cluster, namespace, healthy, broken, watch.first("RolledBack"), artefacts)
+    finally:
+        if watch is not None:
+            watch.stop()
+        env.down()
+
+
+def _candidate_weights(result: StoryResult) -> list[int]:
+    weights = [s.variants["v2"].weight for s in result.timeline.samples if "v2" in s.variants]
+    return [w for w in weights if w is not None]
+
+
+def test_healthy_candidate_is_promoted_step_by_step_under_load(live: Live) -> None:
+    result = live.healthy
+    assert result.finished, f"not promoted; last phase {result.timeline.samples[-1].phase}"
+    weights = _candidate_weights(result)
+    assert weights == sorted(weights), f"the candidate's weight went down: {weights}"
+    assert {20, 40, 60} <= set(weights), f"steps skipped: {sorted(set(weights))}"
+    assert weights[-1] == 100
+    reasons = [d.reason for d in result.timeline.decisions]
+    assert reasons.count("Step") >= 2
+    assert "Promoted" in reasons
+
+
+def test_no_request_fails_during_any_weight_change(live: Live) -> None:
+    records = [r for result in live.healthy.load for r in result.records]
+    assert len(records) > 100
+    failed = [r for r in records if r.outcome not in (SUCCESS, DROPPED)]
+    assert not failed, f"{len(failed)} failed: {failed[:3]}"
+    assert {r.variant for r in records} >= {"v1", "v2"}
+
+
+def test_broken_candidate_is_rolled_back_after_exactly_two_failing_periods(live: Live) -> None:
+    result = live.broken
+    assert result.finished, f"not rolled back; last phase {result.timeline.samples[-1].phase}"
+    (rollback,) = [d for d in result.timeline.decisions if d.reason == "RolledBack"]
+    assert "success-rate" in rollback.message
+    assert "for 2 of 2 periods" in rollback.message, rollback.message
+    # The failures were real: v2's sidecar answered 502 for the truncated adapter.
+    records = [r for load in result.load for r in load.records]
+    failed = [r for r in records if r.variant == "v2" and r.status == 502]
+    assert failed, "no 502 from v2: the broken adapter did not fail"
+    assert all(r.variant == "v2" for r in records if r.status == 502)
+    # Two periods are at least one interval apart: not on the first bad sample.
+    first_bad = min(r.start for r in failed)
+    assert live.rolled_back_at is not None
+    assert live.rolled_back_at - first_bad >= 5.0 - 0.5
+
+
+def test_after_the_rollback_the_gateway_sends_the_candidate_nothing_within_1s(live: Live) -> None:
+    assert live.rolled_back_at is not None
+    records = [r for load in live.broken.load for r in load.records]
+    late = [r for r in records if r.variant == "v2" and r.start > live.rolled_back_at + 1.0]
+    assert not late, f"{len(late)} requests reached v2 more than 1 s after the rollback"
+    after = [r for r in records if r.start > live.rolled_back_at + 1.0]
+    assert after, "no traffic after the rollback: nothing was checked"
+
+
+def test_timelines_are_written_as_json_and_png(live: Live) -> None:
+    for path in live.artefacts:
+        assert path.stat().st_size > 1000, path
