@@ -46,6 +46,7 @@ bench: setup
 	$(VENV)/python -m benchmarks.vector_index
 	$(VENV)/python -m benchmarks.lora_residency
 	$(VENV)/python -m benchmarks.real_node
+	$(VENV)/python -m benchmarks.live_rollback
 
 down:
 	-@$(VENV)/python e2e/demo.py --down

@@ -96,7 +96,7 @@ def run_demo_stories(cluster: LocalCluster, monitoring: LiveMonitoring, out: Pat
         cluster_story(
             cluster, monitoring.query, NAMESPACE, name, ends=frozenset(ends),
             traffic=Traffic(root_url(cluster, name), stories.RATES, ROLLOUT_TIMEOUT_S, seed=i),
-            window=stories.WINDOW, out=print,
+            window=stories.WINDOW, thresholds=stories.THRESHOLDS, out=print,
         )
         for i, (name, ends) in enumerate(ENDS.items())
     ]  # fmt: skip

@@ -48,6 +48,10 @@ def http_get(url: str, timeout: float = 5.0) -> bytes:
         return body
 
 
+#: Every child started here, referenced until it is stopped (see Background._proc).
+_STARTED: list[subprocess.Popen[bytes]] = []
+
+
 class Background:
     """A named process that outlives this one (the demo leaves it for the user to browse),
     found again through its pid file in the cluster's state directory."""
@@ -56,10 +60,15 @@ class Background:
         self.name = name
         self.pid_file = state_dir / "run" / f"{name}.pid"
         self.log = state_dir / "logs" / f"{name}.log"
+        # The child this object started, kept so that stopping it also reaps it (and so
+        # that no Popen is collected while its process runs: a ResourceWarning).
+        self._proc: subprocess.Popen[bytes] | None = None
 
     def pid(self) -> int | None:
         if not self.pid_file.exists():
             return None
+        if self._proc is not None and self._proc.poll() is not None:
+            return None  # our own child has exited (poll reaped it)
         pid = int(self.pid_file.read_text())
         try:
             os.kill(pid, 0)
@@ -74,10 +83,11 @@ class Background:
         self.pid_file.parent.mkdir(parents=True, exist_ok=True)
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with self.log.open("ab") as out:
-            proc = subprocess.Popen(
+            self._proc = subprocess.Popen(
                 argv, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
             )
-        self.pid_file.write_text(str(proc.pid))
+        _STARTED.append(self._proc)
+        self.pid_file.write_text(str(self._proc.pid))
         return True
 
     def stop(self) -> None:
@@ -89,6 +99,10 @@ class Background:
                 time.sleep(0.2)
             else:
                 os.killpg(pid, signal.SIGKILL)
+        if self._proc is not None:
+            self._proc.wait(timeout=10)
+            _STARTED.remove(self._proc)
+            self._proc = None
         self.pid_file.unlink(missing_ok=True)
 
 
@@ -111,8 +125,11 @@ class LiveMonitoring:
     def workdir(self) -> Path:
         return self.cluster.state_dir / self.name
 
+    def __post_init__(self) -> None:
+        self._background = Background(self.cluster.state_dir, self.name)
+
     def _process(self) -> Background:
-        return Background(self.cluster.state_dir, self.name)
+        return self._background
 
     def config(self) -> dict[str, Any]:
         sd = KubernetesSd.for_cluster(self.cluster, self.namespaces)

@@ -17,7 +17,7 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt
 
-from .timeline import LATENCY_THRESHOLD_MS, SUCCESS_THRESHOLD, Timeline
+from .timeline import Timeline
 
 #: Events that are decisions (drawn as lines); others (pods scheduled...) are left out.
 DECISION_COLOURS = {
@@ -52,10 +52,10 @@ def plot(timeline: Timeline, path: Path) -> Path:
     weights.set_ylabel("weight (%)")
     weights.set_ylim(-5, 105)
     weights.legend(loc="center left", fontsize="small")
-    success.axhline(SUCCESS_THRESHOLD, color="grey", linestyle="--", linewidth=1)
+    success.axhline(timeline.thresholds["success_rate"], color="grey", linestyle="--", linewidth=1)
     success.set_ylabel("success rate")
     success.set_ylim(min(0.5, _lowest(timeline, "success_rate")), 1.02)
-    latency.axhline(LATENCY_THRESHOLD_MS, color="grey", linestyle="--", linewidth=1)
+    latency.axhline(timeline.thresholds["p95_ms"], color="grey", linestyle="--", linewidth=1)
     latency.set_ylabel("p95 latency (ms)")
     latency.set_xlabel("seconds since the rollout started")
     for decision in timeline.decisions:

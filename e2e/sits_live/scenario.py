@@ -23,7 +23,7 @@ from sits_loadgen import LoadConfig, LoadResult, run_load
 from sits_localcluster.cluster import KUBECTL, LocalCluster
 
 from .plot import plot
-from .timeline import Queries, Query, Recorder, Timeline, event_time
+from .timeline import Queries, Query, Recorder, Sample, Timeline, event_time
 from .view import LiveView
 
 
@@ -126,10 +126,13 @@ class StoryResult:
 
 
 def run_stories(stories: list[Story], *, timeout_s: float, after_end_s: float = 3.0,
-                step_s: float = 1.0) -> list[StoryResult]:  # fmt: skip
+                step_s: float = 1.0,
+                on_sample: Callable[[Story, Sample], None] | None = None,
+                ) -> list[StoryResult]:  # fmt: skip
     """Load every story at once, sample each every ``step_s`` until each has reached one of
     its end phases (plus ``after_end_s``, so the end shows in the plot) or ``timeout_s``
-    passes; then stop the load (it drains) and return what was recorded."""
+    passes; then stop the load (it drains) and return what was recorded. ``on_sample``
+    sees each sample as it is taken (a scenario injects its fault from there)."""
     loads = [LoadThread(story.traffic).start() for story in stories]
     deadline = time.monotonic() + timeout_s
     try:
@@ -138,6 +141,8 @@ def run_stories(stories: list[Story], *, timeout_s: float, after_end_s: float = 
                 sample = story.recorder.sample()
                 if story.view is not None:
                     story.view.show(sample, story.recorder.timeline.decisions)
+                if on_sample is not None:
+                    on_sample(story, sample)
                 if story.finished_at is None and sample.phase in story.ends:
                     story.finished_at = time.time()
             time.sleep(step_s)
@@ -163,11 +168,14 @@ def cluster_story(
     traffic: Traffic,
     source: str = "gateway",
     window: str = "15s",
+    thresholds: dict[str, float] | None = None,
     out: Callable[[str], None] | None = None,
 ) -> Story:
     """A story whose recorder reads the SitsDeployment and its events with kubectl and its
     SLIs from Prometheus (``query``); ``out`` prints its live view, prefixed by its name."""
     timeline = Timeline(name=name, namespace=namespace, scenario=name, started=time.time())
+    if thresholds is not None:
+        timeline.thresholds = dict(thresholds)
     selector = f"involvedObject.kind=SitsDeployment,involvedObject.name={name}"
 
     def status() -> dict[str, Any] | None:
@@ -238,3 +246,5 @@ class PhaseWatch:
             self._proc.kill()
             self._proc.wait(timeout=5)
         self._thread.join(timeout=5)
+        if self._proc.stdout is not None:
+            self._proc.stdout.close()

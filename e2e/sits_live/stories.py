@@ -27,9 +27,11 @@ from . import stack
 REPO = Path(__file__).resolve().parents[2]
 POLICY_NAME = "sits2026-live"
 INTERVAL, WINDOW = "5s", "15s"
-LATENCY_CEILING_MS = 3000
+LATENCY_CEILING_MS = 6000
 #: Requests per second per SitsDeployment: base model and adapter. The adapter's share is
 #: what a broken adapter fails; 20 % of traffic on the candidate x 40 % adapter requests.
+#: What the live policy judges by, for the plots.
+THRESHOLDS = {"success_rate": 0.95, "p95_ms": float(LATENCY_CEILING_MS)}
 RATES = {stack.SERVED: 2.4, stack.ADAPTER: 1.6}
 ROLLOUT = {"strategy": "canary", "stepWeight": 20, "maxWeight": 60}
 

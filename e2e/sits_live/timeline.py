@@ -21,9 +21,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-#: The SITS2026 thresholds the plot draws (policies/sits2026.yaml).
+#: SITS2026's thresholds (policies/sits2026.yaml), drawn unless a timeline says otherwise.
 SUCCESS_THRESHOLD = 0.95
 LATENCY_THRESHOLD_MS = 200.0
+
+
+def default_thresholds() -> dict[str, float]:
+    return {"success_rate": SUCCESS_THRESHOLD, "p95_ms": LATENCY_THRESHOLD_MS}
 
 
 @dataclass
@@ -63,6 +67,8 @@ class Timeline:
     samples: list[Sample] = field(default_factory=list)
     decisions: list[Decision] = field(default_factory=list)
     notes: dict[str, Any] = field(default_factory=dict)
+    # The policy's thresholds the plot draws ({"success_rate": .., "p95_ms": ..}).
+    thresholds: dict[str, float] = field(default_factory=default_thresholds)
 
     def variants(self) -> list[str]:
         """Every variant seen, in first-seen order (stable first when it was first)."""

@@ -13,17 +13,28 @@ cluster's state (their paths are printed).
 
 from __future__ import annotations
 
+import itertools
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from tests.integration.real_node import wait
+from tests.integration.real_node import kill_container, wait
 
 from sits_live import stack, stories
 from sits_live.environment import LiveNamespace
 from sits_live.monitoring import IN_CLUSTER_URL
-from sits_live.scenario import PhaseWatch, StoryResult, Traffic, cluster_story, run_stories, save
+from sits_live.scenario import (
+    PhaseWatch,
+    Story,
+    StoryResult,
+    Traffic,
+    cluster_story,
+    run_stories,
+    save,
+)
+from sits_live.timeline import Sample
 from sits_loadgen import DROPPED, SUCCESS
 from sits_localcluster.cluster import LocalCluster
 
@@ -37,6 +48,7 @@ PODS = 4
 @dataclass
 class Live:
     cluster: LocalCluster
+    env: LiveNamespace
     namespace: str
     healthy: StoryResult
     broken: StoryResult
@@ -78,7 +90,7 @@ def live(local_cluster: LocalCluster, crds_installed: tuple[str, ...]) -> Iterat
                 cluster, env.monitoring.query, namespace, name, ends=frozenset({end}),
                 traffic=Traffic(_root_url(cluster, namespace, name), stories.RATES,
                                 ROLLOUT_TIMEOUT_S, seed=i),
-                window=stories.WINDOW, out=print,
+                window=stories.WINDOW, thresholds=stories.THRESHOLDS, out=print,
             )
             for i, (name, end) in enumerate((("healthy", "Succeeded"), ("broken", "RolledBack")))
         ]  # fmt: skip
@@ -87,7 +99,7 @@ def live(local_cluster: LocalCluster, crds_installed: tuple[str, ...]) -> Iterat
         artefacts = [*save(healthy.timeline, healthy.load, out),
                      *save(broken.timeline, broken.load, out)]  # fmt: skip
         print("timelines:", *artefacts, sep="\n  ")
-        yield Live(cluster, namespace, healthy, broken, watch.first("RolledBack"), artefacts)
+        yield Live(cluster, env, namespace, healthy, broken, watch.first("RolledBack"), artefacts)
     finally:
         if watch is not None:
             watch.stop()
@@ -148,3 +160,52 @@ def test_after_the_rollback_the_gateway_sends_the_candidate_nothing_within_1s(li
 def test_timelines_are_written_as_json_and_png(live: Live) -> None:
     for path in live.artefacts:
         assert path.stat().st_size > 1000, path
+
+
+def test_operator_killed_mid_rollout_resumes_without_counting_a_period_twice(live: Live) -> None:
+    """The healthy rollout again (sits.dev/retry); once its first step is taken the
+    operator's container is SIGKILLed on the node. The kubelet restarts it; it must pick
+    the rollout up from its status (no step taken early, none repeated), and the clients
+    see no failed request meanwhile."""
+    cluster, namespace = live.cluster, live.namespace
+    cluster.kubectl("annotate", "sitsd", "healthy", "-n", namespace, "--overwrite",
+                    "sits.dev/retry=operator-killed")  # fmt: skip
+    wait("the analysis restarted", lambda: _phase(cluster, namespace) == "Progressing", 60)
+    killed: list[float] = []
+
+    def kill_after_first_step(story: Story, sample: Sample) -> None:
+        if killed or not any(d.reason == "Step" for d in story.recorder.timeline.decisions):
+            return
+        pod = live.env.operator.pod()
+        assert pod is not None
+        kill_container(cluster, pod, pod["spec"]["containers"][0]["name"])
+        killed.append(time.time())
+
+    story = cluster_story(
+        cluster, live.env.monitoring.query, namespace, "healthy",
+        ends=frozenset({"Succeeded"}),
+        traffic=Traffic(_root_url(cluster, namespace, "healthy"), stories.RATES,
+                        ROLLOUT_TIMEOUT_S, seed=7),
+        window=stories.WINDOW, thresholds=stories.THRESHOLDS, out=print,
+    )  # fmt: skip
+    story.recorder.timeline.scenario = "operator-killed"
+    (result,) = run_stories([story], timeout_s=ROLLOUT_TIMEOUT_S, on_sample=kill_after_first_step)
+    save(result.timeline, result.load, cluster.state_dir / "live-rollouts" / live.env.suffix)
+    assert killed, "the first step never came: nothing was killed"
+    assert result.finished, f"not promoted after the kill: {result.timeline.samples[-1].phase}"
+    pod = live.env.operator.pod()
+    assert pod is not None
+    assert pod["status"]["containerStatuses"][0]["restartCount"] >= 1
+    steps = [d.t for d in result.timeline.decisions if d.reason in ("Step", "Promoting")]
+    gaps = [b - a for a, b in itertools.pairwise(steps)]
+    # Each step needs two new passing periods (5 s each): a period counted twice by the
+    # restarted operator would take a step one period early.
+    assert len(steps) >= 3, f"step times {steps}"
+    assert all(gap >= 2 * 5.0 - 1.5 for gap in gaps), f"step times {steps}"
+    records = [r for load in result.load for r in load.records]
+    assert not [r for r in records if r.outcome not in (SUCCESS, DROPPED)]
+
+
+def _phase(cluster: LocalCluster, namespace: str) -> str:
+    status = stack.get(cluster, "sitsd", "healthy", "-n", namespace).get("status") or {}
+    return str(status.get("phase", ""))
