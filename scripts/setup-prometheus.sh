@@ -26,59 +26,32 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$repo/e2e/cluster/versions.env"
 : "${PROMETHEUS_MODULE_VERSION:?PROMETHEUS_MODULE_VERSION missing from e2e/cluster/versions.env}"
 
+name=prometheus
 cache="${SITS_CACHE_DIR:-$HOME/.cache/sits}/prometheus-${PROMETHEUS_MODULE_VERSION}"
-bin="$cache/bin"
-prometheus="$bin/prometheus"
-promtool="$bin/promtool"
+result="$cache/bin/prometheus"
+promtool="$cache/bin/promtool"
 tags="remove_all_sd,enable_kubernetes_sd"
 
-log() { printf '[prometheus %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-
 works() {
-  [[ -x "$prometheus" && -x "$promtool" ]] && "$prometheus" --version >/dev/null 2>&1 \
+  [[ -x "$result" && -x "$promtool" ]] && "$result" --version >/dev/null 2>&1 \
     && "$promtool" --version >/dev/null 2>&1
 }
 
-if works; then
-  log "cached: $prometheus"
-  echo "$prometheus"
-  exit 0
-fi
+build_into() {
+  local ver="github.com/prometheus/common/version" n mm release
+  # Module v0.MMM.P is Prometheus M.MM.P (v0.316.0 is 3.16.0): what --version should say.
+  n="${PROMETHEUS_MODULE_VERSION#v0.}"
+  mm="${n%%.*}"
+  release="$((mm / 100)).$((mm % 100)).${n#*.}"
+  log "building Prometheus ${release} (tags ${tags}) from the Go module proxy (minutes, once)"
+  GOBIN="$1" go install -trimpath -tags "$tags" \
+    -ldflags "-s -w -X ${ver}.Version=${release} -X ${ver}.Branch=module" \
+    "github.com/prometheus/prometheus/cmd/prometheus@${PROMETHEUS_MODULE_VERSION}" \
+    "github.com/prometheus/prometheus/cmd/promtool@${PROMETHEUS_MODULE_VERSION}"
+  mv -f "$1/promtool" "$promtool"
+  mv -f "$1/prometheus" "$result"
+}
 
-command -v go >/dev/null || { log "Go is required to build Prometheus"; exit 1; }
-mkdir -p "$bin"
-export GOFLAGS="${GOFLAGS:--buildvcs=false}" CGO_ENABLED=0
-export GOTOOLCHAIN="${GOTOOLCHAIN:-auto}"
-
-# One builder at a time: a concurrent caller waits, then finds the binary cached.
-exec 9>"$cache/.build.lock"
-flock 9
-if works; then
-  log "cached (built by a concurrent run): $prometheus"
-  echo "$prometheus"
-  exit 0
-fi
-
-log "building Prometheus ${PROMETHEUS_MODULE_VERSION} (tags ${tags}) from the Go module proxy (minutes, once)"
-start=$SECONDS
-tmp="$(mktemp -d "$cache/.build.XXXXXX")"
-trap 'rm -rf "$tmp"' EXIT
-ver="github.com/prometheus/common/version"
-# Module v0.MMM.P is Prometheus M.MM.P (v0.316.0 is 3.16.0): what --version should say.
-n="${PROMETHEUS_MODULE_VERSION#v0.}"
-mm="${n%%.*}"
-release="$((mm / 100)).$((mm % 100)).${n#*.}"
-GOBIN="$tmp" go install -trimpath -tags "$tags" \
-  -ldflags "-s -w -X ${ver}.Version=${release} -X ${ver}.Branch=module" \
-  "github.com/prometheus/prometheus/cmd/prometheus@${PROMETHEUS_MODULE_VERSION}" \
-  "github.com/prometheus/prometheus/cmd/promtool@${PROMETHEUS_MODULE_VERSION}"
-mv -f "$tmp/promtool" "$promtool"
-mv -f "$tmp/prometheus" "$prometheus"
-
-if ! works; then
-  log "built $prometheus, but \`prometheus --version\` fails:"
-  "$prometheus" --version >&2 || true
-  exit 1
-fi
-log "built in $((SECONDS - start)) s: $("$prometheus" --version 2>&1 | head -1)"
-echo "$prometheus"
+# shellcheck source=lib/go-tool.sh
+source "$repo/scripts/lib/go-tool.sh"
+go_tool_main
