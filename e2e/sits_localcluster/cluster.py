@@ -390,6 +390,13 @@ class LocalCluster:
         lay = self.node_layout()
         if not lay.root.exists():
             return
+        if self._node_is_others():
+            # The machine's one real node is another cluster's: the host's iptables chains,
+            # bridge and routes are its, and cleaning them would break it.
+            owner = realnode.node_owner()
+            self.progress(f"the real node belongs to {owner}: its host state is left alone")
+            self._stop_components(self._node_components())
+            return
         if self._alive("containerd"):
             self._stop_components([c for c in self._node_components() if c.name != "containerd"])
             realnode.stop_containers(lay)
@@ -397,10 +404,17 @@ class LocalCluster:
         realnode.clean_host(lay, self.progress)
         realnode.release_node(self.state_dir)
 
+    def _node_is_others(self) -> bool:
+        owner = realnode.node_owner()
+        return owner is not None and owner != self.state_dir
+
     def _stop_all(self) -> None:
+        shared = self._node_is_others()
         self._stop_node()
         self._stop_components(self._control_plane())
-        nodenet.remove_apiserver_guard()
+        # Only this apiserver's jump when another cluster's node shares the guard chain;
+        # otherwise every jump (a listener the live stack guarded and left) and the chain.
+        nodenet.remove_apiserver_guard(self.ports.apiserver if shared else None)
 
     def leftovers(self) -> list[str]:
         """What of the cluster is still on the host after ``down`` (tests check it is [])."""

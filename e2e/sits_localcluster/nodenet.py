@@ -132,14 +132,19 @@ def unguard_port(port: int) -> None:
             _iptables("-D", *jump, binary=binary)
 
 
-def remove_apiserver_guard() -> None:
-    """Remove every jump to the guard chain (any port), then the chain itself."""
+def remove_apiserver_guard(port: int | None = None) -> None:
+    """Remove the jump of ``port``'s apiserver (every jump when None), then the chain itself
+    once no jump to it is left: two clusters (the demo's and the tests') share the chain,
+    and stopping one must not unguard the other."""
     for binary in IPTABLES:
         listing = _iptables("-S", "INPUT", check=False, binary=binary).stdout.splitlines()
-        for rule in listing:
-            if rule.startswith("-A INPUT") and f"-j {GUARD_CHAIN}" in rule:
-                _iptables("-D", *rule.split()[1:], check=False, binary=binary)
-        if _iptables("-n", "-L", GUARD_CHAIN, check=False, binary=binary).returncode == 0:
+        jumps = [r for r in listing if r.startswith("-A INPUT") and f"-j {GUARD_CHAIN}" in r]
+        mine = [r for r in jumps if port is None or f"--dport {port} " in f"{r} "]
+        for rule in mine:
+            _iptables("-D", *rule.split()[1:], check=False, binary=binary)
+        if len(mine) == len(jumps) and (
+            _iptables("-n", "-L", GUARD_CHAIN, check=False, binary=binary).returncode == 0
+        ):
             _iptables("-F", GUARD_CHAIN, binary=binary)
             _iptables("-X", GUARD_CHAIN, binary=binary)
 
