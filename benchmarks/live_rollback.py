@@ -31,7 +31,6 @@ from benchmarks.real_node import _commit
 from benchmarks.results import write_section
 from sits_live import stack, stories
 from sits_live.environment import LiveNamespace
-from sits_live.monitoring import IN_CLUSTER_URL
 from sits_live.scenario import LoadThread, PhaseWatch, Traffic
 from sits_loadgen import LoadResult
 from sits_localcluster.cluster import LocalCluster
@@ -190,7 +189,7 @@ def main() -> None:
     load = os.getloadavg()[0]
     try:
         env.up()
-        stack.apply(cluster, namespace, stories.broken(NAME, IN_CLUSTER_URL))
+        stack.apply(cluster, namespace, stories.broken(NAME, env.monitoring.in_cluster_url))
         _wait_phase(cluster, namespace, {"Progressing"}, 900)
         reactions = [one_rollback(cluster, namespace, run) for run in range(args.runs)]
         pods = stack.variant_pods(cluster, namespace, NAME)

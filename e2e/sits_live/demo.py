@@ -17,6 +17,8 @@ without waiting for vLLM to start.
 
 from __future__ import annotations
 
+import copy
+import hashlib
 import json
 import time
 from collections.abc import Callable
@@ -25,14 +27,17 @@ from typing import Any
 
 from sits_localcluster.build import ensure_binaries
 from sits_localcluster.cluster import LocalCluster
+from sits_localcluster.node import NODE_NAME
 
 from . import stack, stories
-from .monitoring import IN_CLUSTER_URL, LiveMonitoring
+from .monitoring import LiveMonitoring
 from .scenario import Traffic, cluster_story, run_stories, save
 
 NAMESPACE = "sits-demo"
 OPERATOR_NS = "sits-system"
 REPO = Path(__file__).resolve().parents[2]
+#: The demo's own annotation: which spec made the object (kept objects must match).
+SPEC_HASH = "demo.sits.dev/spec-hash"
 ENDS = {"healthy": {"Succeeded"}, "broken": {"RolledBack"}}
 ROLLOUT_TIMEOUT_S = 300.0
 PODS_TIMEOUT_S = 600.0
@@ -54,8 +59,10 @@ def install(cluster: LocalCluster) -> None:
 
 
 def _ready(cluster: LocalCluster, name: str) -> tuple[int, int]:
+    """Ready pods on the real node, and all pods (a kwok node's pods only pretend)."""
     pods = stack.variant_pods(cluster, NAMESPACE, name)
-    return sum(stack.pod_ready(p) for p in pods), len(pods)
+    real = [p for p in pods if p["spec"].get("nodeName") == NODE_NAME]
+    return sum(stack.pod_ready(p) for p in real), len(pods)
 
 
 def wait_pods(cluster: LocalCluster, names: tuple[str, ...], expected: int) -> float:
@@ -74,15 +81,30 @@ def wait_pods(cluster: LocalCluster, names: tuple[str, ...], expected: int) -> f
         time.sleep(2)
 
 
+def _spec_hash(manifest: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(manifest["spec"], sort_keys=True).encode()).hexdigest()[:16]
+
+
 def apply_or_retry(cluster: LocalCluster, manifests: dict[str, dict[str, Any]]) -> None:
-    """Apply the SitsDeployments; ones that already exist get ``sits.dev/retry`` (a new
-    value) so their analysis starts over from the first step."""
-    for name, manifest in manifests.items():
-        exists = cluster.kubectl("get", "sitsd", name, "-n", NAMESPACE, check=False)
-        cluster.kubectl("apply", "-n", NAMESPACE, "-f", "-", input=json.dumps(manifest))
-        if exists.returncode == 0:
+    """Create the SitsDeployments. One left by an earlier live run with the same spec keeps
+    its Ready pods and gets ``sits.dev/retry`` (its analysis starts over from the first
+    step); anything else in the namespace (the --kwok story's objects, an older spec) is
+    deleted first, so the story starts from a known state."""
+    existing = stack.get(cluster, "sitsd", "-n", NAMESPACE)["items"]
+    for obj in existing:
+        name = obj["metadata"]["name"]
+        same = name in manifests and (obj["metadata"].get("annotations") or {}).get(
+            SPEC_HASH) == _spec_hash(manifests[name])  # fmt: skip
+        if same:
             cluster.kubectl("annotate", "sitsd", name, "-n", NAMESPACE, "--overwrite",
                             f"sits.dev/retry={int(time.time())}")  # fmt: skip
+        else:
+            cluster.kubectl("delete", "sitsd", name, "-n", NAMESPACE, "--wait=true",
+                            "--timeout=120s")  # fmt: skip
+    for manifest in manifests.values():
+        annotated = copy.deepcopy(manifest)
+        annotated["metadata"].setdefault("annotations", {})[SPEC_HASH] = _spec_hash(manifest)
+        cluster.kubectl("apply", "-n", NAMESPACE, "-f", "-", input=json.dumps(annotated))
 
 
 def root_url(cluster: LocalCluster, name: str) -> str:
@@ -125,8 +147,8 @@ def demo(progress: Callable[[str], object] = print) -> None:
     monitoring.start(progress)
     stack.ModelVolume(cluster, NAMESPACE).create()
     manifests = {
-        "healthy": stories.healthy("healthy", IN_CLUSTER_URL),
-        "broken": stories.broken("broken", IN_CLUSTER_URL),
+        "healthy": stories.healthy("healthy", monitoring.in_cluster_url),
+        "broken": stories.broken("broken", monitoring.in_cluster_url),
     }
     apply_or_retry(cluster, manifests)
     say("waiting for the vLLM, sidecar and gateway pods (minutes on a first run)")

@@ -21,9 +21,12 @@ class LiveNamespace:
 
     def __post_init__(self) -> None:
         self.namespace = f"{self.prefix}-{self.suffix}"
+        # A release name of its own: the chart's cluster-scoped objects (ClusterRole...)
+        # are named after it, and another install (the demo's) may be in the cluster.
         self.operator = stack.OperatorInstall(
-            self.cluster, f"{self.prefix}-system-{self.suffix}", (self.namespace,)
-        )
+            self.cluster, f"{self.prefix}-system-{self.suffix}", (self.namespace,),
+            release=f"sits-{self.suffix}",
+        )  # fmt: skip
         self.monitoring = LiveMonitoring(
             self.cluster, (self.namespace,), name=f"prometheus-{self.suffix}"
         )

@@ -5,7 +5,7 @@ Prometheus 2.42 (Debian's) listens on one address. It listens on the node IP (th
 ``sits0``), which the host and the pods reach and nothing outside the machine does: the
 apiserver's iptables guard (``SITS-GUARD``: loopback and the bridge only) is extended to
 its port while it runs. In the cluster a Service without selector and its EndpointSlice
-(``prometheus.sits-monitoring.svc:9090``) point at it, as an external Prometheus is often
+(``<name>.sits-monitoring.svc:9090``) point at it, as an external Prometheus is often
 published, so the SitsDeployments name it the way a real install would.
 
 Scrape discovery is ``sits_localcluster.prometheus.KubernetesSd`` (role pod, the
@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import time
 import urllib.parse
@@ -34,9 +35,7 @@ from sits_localcluster.cluster import LocalCluster
 from sits_localcluster.prometheus import PROMETHEUS_BIN, KubernetesSd
 
 MONITORING_NS = "sits-monitoring"
-SERVICE = "prometheus"
 SERVICE_PORT = 9090
-IN_CLUSTER_URL = f"http://{SERVICE}.{MONITORING_NS}.svc:{SERVICE_PORT}"
 
 #: Requests from this process to the node IP must not go through a proxy from the env.
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -112,7 +111,9 @@ class LiveMonitoring:
 
     cluster: LocalCluster
     namespaces: tuple[str, ...]
-    port: int = 19090
+    # 0: a free port, chosen once and kept in the state directory (a restarted demo finds
+    # its Prometheus again); two instances (the demo's, a benchmark's) never share one.
+    port: int = 0
     rules: list[dict[str, Any]] | None = None
     alertmanager_url: str | None = None
     name: str = "prometheus-live"
@@ -127,6 +128,25 @@ class LiveMonitoring:
 
     def __post_init__(self) -> None:
         self._background = Background(self.cluster.state_dir, self.name)
+        if not self.port:
+            self.port = self._remembered_port()
+
+    def _remembered_port(self) -> int:
+        """This instance's port: the one it used before, or a free one on the node IP."""
+        record = self.cluster.state_dir / "run" / f"{self.name}.port"
+        if record.exists():
+            return int(record.read_text())
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        record.parent.mkdir(parents=True, exist_ok=True)
+        record.write_text(str(port))
+        return port
+
+    @property
+    def in_cluster_url(self) -> str:
+        """How pods (the operator) reach it: its own Service in ``MONITORING_NS``."""
+        return f"http://{self.name}.{MONITORING_NS}.svc:{SERVICE_PORT}"
 
     def _process(self) -> Background:
         return self._background
@@ -150,7 +170,10 @@ class LiveMonitoring:
         """Start (or restart with a new configuration) and publish; idempotent."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         config_file = self.workdir / "prometheus.yml"
-        text = yaml.safe_dump(self.config(), sort_keys=False)
+        # The listen address is part of what must match for a running one to be reused.
+        text = f"# listen: {network.NODE_IP}:{self.port}\n" + yaml.safe_dump(
+            self.config(), sort_keys=False
+        )
         process = self._process()
         if process.pid() is not None and config_file.exists() and config_file.read_text() == text:
             progress(f"Prometheus already running at {self.url}")
@@ -165,7 +188,7 @@ class LiveMonitoring:
                 "--storage.tsdb.retention.time=1d",
             ])  # fmt: skip
             self._wait_ready()
-            progress(f"Prometheus at {self.url} (in the cluster: {IN_CLUSTER_URL})")
+            progress(f"Prometheus at {self.url} (in the cluster: {self.in_cluster_url})")
         self.cluster.kubectl("apply", "-f", "-", input=json.dumps(self.manifests()))
 
     def _wait_ready(self, timeout: float = 30.0) -> None:
@@ -181,26 +204,26 @@ class LiveMonitoring:
     def stop(self) -> None:
         self._process().stop()
         nodenet.unguard_port(self.port)
-        self.cluster.kubectl(
-            "delete", "namespace", MONITORING_NS, "--wait=false", "--ignore-not-found",
-            check=False,
-        )  # fmt: skip
+        for kind, name in (("service", self.name), ("endpointslice", f"{self.name}-host")):
+            self.cluster.kubectl("delete", kind, name, "-n", MONITORING_NS,
+                                 "--ignore-not-found", check=False)  # fmt: skip
 
     def manifests(self) -> dict[str, Any]:
         """The namespace, a Service without selector and its EndpointSlice (the node IP)."""
-        meta = {"namespace": MONITORING_NS, "labels": {"app.kubernetes.io/name": SERVICE}}
+        service = self.name
+        meta = {"namespace": MONITORING_NS, "labels": {"app.kubernetes.io/name": "prometheus"}}
         items = [
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": MONITORING_NS}},
             {
-                "apiVersion": "v1", "kind": "Service", "metadata": {"name": SERVICE, **meta},
+                "apiVersion": "v1", "kind": "Service", "metadata": {"name": service, **meta},
                 "spec": {"ports": [{"name": "web", "port": SERVICE_PORT,
                                     "targetPort": self.port, "protocol": "TCP"}]},
             },
             {
                 "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
                 "metadata": {
-                    "name": f"{SERVICE}-host", "namespace": MONITORING_NS,
-                    "labels": {"kubernetes.io/service-name": SERVICE,
+                    "name": f"{service}-host", "namespace": MONITORING_NS,
+                    "labels": {"kubernetes.io/service-name": service,
                                "endpointslice.kubernetes.io/managed-by": "sits-live"},
                 },
                 "addressType": "IPv4",

@@ -24,8 +24,8 @@ from tests.integration.real_node import kill_container, wait
 
 from sits_live import stack, stories
 from sits_live.environment import LiveNamespace
-from sits_live.monitoring import IN_CLUSTER_URL
 from sits_live.scenario import (
+    LoadThread,
     PhaseWatch,
     Story,
     StoryResult,
@@ -76,7 +76,8 @@ def live(local_cluster: LocalCluster, crds_installed: tuple[str, ...]) -> Iterat
         env.up()
         stack.apply(
             cluster, namespace,
-            stories.healthy("healthy", IN_CLUSTER_URL), stories.broken("broken", IN_CLUSTER_URL),
+            stories.healthy("healthy", env.monitoring.in_cluster_url),
+            stories.broken("broken", env.monitoring.in_cluster_url),
         )  # fmt: skip
         for name in ("healthy", "broken"):
 
@@ -209,3 +210,25 @@ def test_operator_killed_mid_rollout_resumes_without_counting_a_period_twice(liv
 def _phase(cluster: LocalCluster, namespace: str) -> str:
     status = stack.get(cluster, "sitsd", "healthy", "-n", namespace).get("status") or {}
     return str(status.get("phase", ""))
+
+
+def test_a_gateway_pod_deleted_under_load_loses_no_request(live: Live) -> None:
+    """A node drain or a rolling update deletes a gateway pod: its endpoint leaves the
+    Service first and it finishes what it holds, so the other replica carries the load and
+    no client sees an error."""
+    cluster, namespace = live.cluster, live.namespace
+    pods = stack.get(cluster, "pods", "-n", namespace, "-l",
+                     "sits.dev/component=gateway,sits.dev/deployment=healthy")["items"]  # fmt: skip
+    assert len(pods) == 2
+    victim = pods[0]["metadata"]["name"]
+    load = LoadThread(
+        Traffic(_root_url(cluster, namespace, "healthy"), stories.RATES, 40.0, seed=11)
+    ).start()
+    time.sleep(8)
+    cluster.kubectl("delete", "pod", victim, "-n", namespace, "--wait=false")
+    time.sleep(20)
+    results = load.stop()
+    records = [r for result in results for r in result.records]
+    assert len(records) > 50
+    failed = [r for r in records if r.outcome not in (SUCCESS, DROPPED)]
+    assert not failed, f"{len(failed)} of {len(records)} failed: {failed[:3]}"

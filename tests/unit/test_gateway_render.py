@@ -198,3 +198,10 @@ def test_gateway_pod_settings_place_the_pods_and_never_replace_the_operators_fie
 def test_gateway_without_pod_settings_sets_no_placement() -> None:
     spec_ = children()[("Deployment", "chat-gateway")]["spec"]["template"]["spec"]
     assert not {"nodeSelector", "tolerations", "priorityClassName", "imagePullSecrets"} & set(spec_)
+
+
+def test_gateway_leaves_the_endpoints_before_it_stops_listening() -> None:
+    pod = children()[("Deployment", "chat-gateway")]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    sleep = container["lifecycle"]["preStop"]["sleep"]["seconds"]
+    assert 0 < sleep < pod["terminationGracePeriodSeconds"] - 10

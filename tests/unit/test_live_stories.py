@@ -9,10 +9,11 @@ from typing import Any
 import yaml
 
 from sits_live import stack, stories
-from sits_live.monitoring import IN_CLUSTER_URL, LiveMonitoring
+from sits_live.monitoring import LiveMonitoring
 from sits_localcluster.cluster import LocalCluster
 
 REPO = Path(__file__).resolve().parents[2]
+URL = "http://prometheus-live.sits-monitoring.svc:9090"
 
 
 def _sits2026() -> dict[str, Any]:
@@ -36,8 +37,8 @@ def test_live_policy_keeps_sits2026_rules_and_actions() -> None:
 
 
 def test_broken_differs_from_healthy_only_in_the_candidates_adapter_and_revision() -> None:
-    healthy = stories.healthy("x", IN_CLUSTER_URL)["spec"]
-    broken = stories.broken("x", IN_CLUSTER_URL)["spec"]
+    healthy = stories.healthy("x", URL)["spec"]
+    broken = stories.broken("x", URL)["spec"]
     assert healthy["variants"][0] == broken["variants"][0]
     good, bad = healthy["variants"][1], broken["variants"][1]
     assert {k for k in good if good[k] != bad[k]} == {"revision", "lora"}
@@ -69,4 +70,6 @@ def test_prometheus_is_published_as_a_selectorless_service_on_the_node_ip(tmp_pa
     assert (
         endpoints["metadata"]["labels"]["kubernetes.io/service-name"] == service["metadata"]["name"]
     )
-    assert f"http://prometheus.{ns['metadata']['name']}.svc:9090" == IN_CLUSTER_URL
+    assert monitoring.in_cluster_url == (
+        f"http://{service['metadata']['name']}.{ns['metadata']['name']}.svc:9090"
+    )

@@ -140,6 +140,9 @@ def _env(owner: ObjectRef, settings: OperatorSettings) -> list[dict[str, Any]]:
     ]
 
 
+PRE_STOP_SECONDS = 5
+
+
 def _container(owner: ObjectRef, spec: SitsDeploymentSpec, settings: OperatorSettings) -> Manifest:
     def probe(path: str, **timing: int) -> dict[str, Any]:
         return {"httpGet": {"path": path, "port": PORT_NAME}, **timing}
@@ -159,6 +162,10 @@ def _container(owner: ObjectRef, spec: SitsDeploymentSpec, settings: OperatorSet
         "securityContext": CONTAINER_SECURITY,
         "terminationMessagePolicy": TERMINATION_MESSAGE_POLICY,
         "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+        # A deleted pod leaves the Service's endpoints while it still listens: kube-proxy
+        # and other gateways' clients see the removal within a few seconds, and only then
+        # does SIGTERM close the listener and drain what is in flight (the grace period).
+        "lifecycle": {"preStop": {"sleep": {"seconds": PRE_STOP_SECONDS}}},
     }
 
 
