@@ -190,7 +190,11 @@ def main() -> None:
     try:
         env.up()
         stack.apply(cluster, namespace, stories.broken(NAME, env.monitoring.in_cluster_url))
-        _wait_phase(cluster, namespace, {"Progressing"}, 900)
+        deadline = time.monotonic() + 900
+        while not stack.all_ready(cluster, namespace, NAME, 4):  # 2 variants, 2 gateways
+            if time.monotonic() > deadline:
+                raise RuntimeError("the broken story's pods not Ready within 900 s")
+            time.sleep(2)
         reactions = [one_rollback(cluster, namespace, run) for run in range(args.runs)]
         pods = stack.variant_pods(cluster, namespace, NAME)
         v1 = next(p for p in pods if p["metadata"]["labels"].get("sits.dev/variant") == "v1")

@@ -21,7 +21,7 @@ from sits_localcluster import addons, realnode
 from sits_localcluster.cluster import LocalCluster
 from sits_localcluster.helm import helm_install, helm_uninstall, local_install_values
 from sits_localcluster.images.specs import VLLM_VERSION
-from sits_localcluster.node import REAL_NODE_LABEL, REAL_NODE_TOLERATION
+from sits_localcluster.node import NODE_NAME, REAL_NODE_LABEL, REAL_NODE_TOLERATION
 from sits_operator.core import naming
 from sits_vllm.model import ensure_tiny_model, make_lora_adapter
 
@@ -208,3 +208,11 @@ class OperatorInstall:
 def variant_pods(cluster: LocalCluster, namespace: str, deployment: str) -> list[dict[str, Any]]:
     pods = get(cluster, "pods", "-n", namespace, "-l", f"{naming.LABEL_DEPLOYMENT}={deployment}")
     return [p for p in pods["items"] if not p["metadata"].get("deletionTimestamp")]
+
+
+def all_ready(cluster: LocalCluster, namespace: str, deployment: str, count: int) -> bool:
+    """At least ``count`` pods of the SitsDeployment (variants and gateways) on the real
+    node, every one of them Ready (kwok's pods only pretend to be)."""
+    pods = variant_pods(cluster, namespace, deployment)
+    real = [p for p in pods if p["spec"].get("nodeName") == NODE_NAME]
+    return len(real) >= count and len(real) == len(pods) and all(pod_ready(p) for p in real)

@@ -61,11 +61,6 @@ def _root_url(cluster: LocalCluster, namespace: str, name: str) -> str:
     return f"http://{service['spec']['clusterIP']}:{service['spec']['ports'][0]['port']}/v1"
 
 
-def _all_ready(cluster: LocalCluster, namespace: str, name: str) -> bool:
-    pods = stack.variant_pods(cluster, namespace, name)
-    return len(pods) >= PODS and all(stack.pod_ready(p) for p in pods)
-
-
 @pytest.fixture(scope="module")
 def live(local_cluster: LocalCluster, crds_installed: tuple[str, ...]) -> Iterator[Live]:
     cluster = local_cluster
@@ -82,7 +77,7 @@ def live(local_cluster: LocalCluster, crds_installed: tuple[str, ...]) -> Iterat
         for name in ("healthy", "broken"):
 
             def ready(name: str = name) -> bool:
-                return _all_ready(cluster, namespace, name)
+                return stack.all_ready(cluster, namespace, name, PODS)
 
             wait(f"{name}: {PODS} pods Ready", ready, timeout=900, step=2.0)
         watch = PhaseWatch(cluster, namespace, "broken")
