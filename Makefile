@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 VENV := .venv/bin
 
-.PHONY: setup demo test lint unit integration bench down clean
+.PHONY: setup demo test live lint unit integration bench down clean
 
 setup:
 	@scripts/setup.sh
@@ -18,7 +18,12 @@ test:
 	@$(MAKE) --no-print-directory lint
 	$(VENV)/python -m pytest tests/unit -q
 	@scripts/setup.sh
-	$(VENV)/python -m pytest tests/integration
+	$(VENV)/python -m pytest tests/integration -m "not live"
+
+# The live scenarios (tests/integration/test_live_rollouts.py: four vLLM pods, four gateway
+# pods, the operator from its chart, Prometheus, real traffic), in a session of their own.
+live: setup
+	$(VENV)/python -m pytest tests/integration -m live
 
 lint:
 	@[[ -x $(VENV)/ruff ]] || scripts/setup.sh --python

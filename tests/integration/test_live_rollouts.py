@@ -38,7 +38,7 @@ from sits_live.timeline import Sample
 from sits_loadgen import DROPPED, SUCCESS
 from sits_localcluster.cluster import LocalCluster
 
-pytestmark = [pytest.mark.cluster, pytest.mark.vllm, pytest.mark.timeout(2400)]
+pytestmark = [pytest.mark.cluster, pytest.mark.vllm, pytest.mark.live, pytest.mark.timeout(2400)]
 
 ROLLOUT_TIMEOUT_S = 300.0
 #: Two variant pods and two gateway pods per SitsDeployment.
