@@ -143,12 +143,15 @@ async def test_the_design_promql_gives_the_sits2026_slis_per_variant(stack: Stac
         await eventually(both_variants_scraped, within=30, step=0.5)
         success = await query(http, stack.prometheus, success_q)
         latency = await query(http, stack.prometheus, latency_q)
+        median = await query(http, stack.prometheus, latency_q.replace("0.95", "0.5", 1))
     assert set(success) == set(latency) == {"v1", "v2"}, "the decoy deployment must not leak in"
     assert success["v1"] == pytest.approx(1.0)
     assert success["v2"] == pytest.approx(0.8, abs=0.04)
     # The slow variant's delay bounds its p95 from below; a loaded machine may add to both.
     assert SLOW_MS * 0.9 <= latency["v2"] < 2000
-    assert latency["v1"] < latency["v2"]
+    # The labels are not swapped: the fast variant's typical request beats the slow one's
+    # floor. Medians, since a stall of the shared event loop can push any tail past it.
+    assert median["v1"] < SLOW_MS * 0.9 <= median["v2"]
 
 
 async def test_the_operators_policy_and_provider_read_the_same_slis(stack: Stack) -> None:

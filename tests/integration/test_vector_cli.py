@@ -122,6 +122,8 @@ TEXTS = {
 }
 
 
+# Two cold loads of torch and MiniLM (the subprocess and this process) on two cores.
+@pytest.mark.timeout(300)
 async def test_text_corpus_embedded_with_minilm_answers_text_queries(tmp_path: Path) -> None:
     corpus = tmp_path / "faq.jsonl"
     lines = [{"id": key, "text": text, "section": "faq"} for key, text in TEXTS.items()]
