@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 VENV := .venv/bin
 
-.PHONY: setup demo test live lint unit integration bench down clean
+.PHONY: setup demo test live lint unit integration bench down clean images
 
 setup:
 	@scripts/setup.sh
@@ -29,7 +29,7 @@ lint:
 	@[[ -x $(VENV)/ruff ]] || scripts/setup.sh --python
 	$(VENV)/ruff check operator inference_image e2e tests benchmarks
 	$(VENV)/ruff format --check operator inference_image e2e tests benchmarks
-	$(VENV)/mypy operator/sits_operator e2e inference_image/sits_inference inference_image/sits_inference_testing benchmarks tests
+	$(VENV)/mypy operator/sits_operator operator/sits_kubectl e2e inference_image/sits_inference inference_image/sits_inference_testing benchmarks tests
 	$(VENV)/lint-imports
 
 unit:
@@ -52,6 +52,12 @@ bench: setup
 	$(VENV)/python -m benchmarks.lora_residency
 	$(VENV)/python -m benchmarks.real_node
 	$(VENV)/python -m benchmarks.live_rollback
+
+# The production images with Docker or buildah (exit 1 when neither is installed): the
+# operator and the data plane, named as the chart pulls them and tagged with pyproject's
+# version (scripts/build-images.sh says how to use another registry). vLLM is upstream's.
+images:
+	@scripts/build-images.sh
 
 down:
 	-@$(VENV)/python e2e/demo.py --down

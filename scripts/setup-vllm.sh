@@ -19,6 +19,10 @@ set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 step() { printf '==> [setup-vllm] %s\n' "$*"; }
 
+# The project's one vLLM release: this CPU build is what the tests run, and the GPU image
+# users run is the vllm/vllm-openai image of the same release (the examples, README and
+# CRD say so; tests/unit/test_vllm_version.py fails where they differ). The local images
+# read it from here (e2e/sits_localcluster/images/specs.py).
 VLLM_VERSION="0.32.0"
 TORCH_VERSION="2.13.0"
 cache_dir="${SITS_CACHE_DIR:-$HOME/.cache/sits}"

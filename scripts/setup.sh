@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One-time (and idempotent) set-up of everything the demo and the tests need:
-#   - Debian packages: kubectl, prometheus, prometheus-alertmanager, only when missing
+#   - Debian packages: kubectl, prometheus, prometheus-alertmanager, tmux, only when missing
 #     (Debian's prometheus package does not start a service; tests run their own), and the
 #     real node's runtime: containerd, runc, the CNI plugins, iptables, conntrack, plus
 #     mmdebstrap and a static C toolchain to build its images (none of them is started here);
@@ -27,6 +27,8 @@ command -v kubectl >/dev/null || missing+=(kubectl)
 # Real Prometheus and Alertmanager for the analysis tests and the demo (not started here).
 command -v prometheus >/dev/null || missing+=(prometheus)
 command -v prometheus-alertmanager >/dev/null || missing+=(prometheus-alertmanager)
+# A real terminal for `kubectl sits get --watch` (tests/integration/test_kubectl_sits.py).
+command -v tmux >/dev/null || missing+=(tmux)
 # The real node (sits-node-0): Debian's containerd 1.6 (CRI) and runc, the CNI bridge and
 # host-local plugins, iptables for kube-proxy; mmdebstrap and gcc + libc6-dev (static libc)
 # build the node's images without Docker.
@@ -38,6 +40,8 @@ command -v conntrack >/dev/null || missing+=(conntrack)
 command -v mmdebstrap >/dev/null || missing+=(mmdebstrap)
 command -v gcc >/dev/null || missing+=(gcc)
 [[ -f /usr/lib/x86_64-linux-gnu/libc.a ]] || missing+=(libc6-dev)
+# A real Lua runs the Argo CD health check in the unit tests (charts/sits-operator/argocd).
+command -v lua5.4 >/dev/null || missing+=(lua5.4)
 if ((${#missing[@]})); then
   echo "installing: ${missing[*]}"
   sudo_cmd=""; [[ $(id -u) -ne 0 ]] && sudo_cmd="sudo"
@@ -68,6 +72,22 @@ fi
 
 ((python_only)) && exit 0
 
+# The vLLM venv and the node's three big images spend most of their cold time downloading
+# (torch, a Debian root file system) and unpacking, the Go builds below compiling: run them
+# side by side. Their progress lines come prefixed; a failure stops set-up after the Go builds.
+background_log="${XDG_CACHE_HOME:-$HOME/.cache}/sits/setup-background.log"
+mkdir -p "$(dirname "$background_log")"
+step "in the background: the vLLM venv, then the images vllm-cpu, sits-inference, sits-operator"
+(
+  set -o pipefail
+  { scripts/setup-vllm.sh \
+      && .venv/bin/python -m sits_localcluster.images build \
+           --only vllm-cpu sits-inference sits-operator >/dev/null; } 2>&1 \
+    | tee "$background_log" | sed -u 's/^/    [vllm+images] /'
+) &
+background=$!
+trap 'kill "$background" 2>/dev/null || true' EXIT
+
 step "local control plane binaries (cached in ~/.cache/sits)"
 e2e/cluster/build-control-plane.sh >/dev/null
 
@@ -77,11 +97,15 @@ scripts/setup-helm.sh >/dev/null
 step "Prometheus with the Kubernetes service discovery (cached in ~/.cache/sits)"
 scripts/setup-prometheus.sh >/dev/null
 
-step "real vLLM on the CPU for the data-plane tests (separate venv in ~/.cache/sits)"
-scripts/setup-vllm.sh
+step "waiting for the background set-up (the vLLM venv and the big images)"
+if ! wait "$background"; then
+  echo "the background set-up failed; its whole log: $background_log" >&2
+  exit 1
+fi
+trap - EXIT
 
 step "images of the real node sits-node-0 (OCI tarballs, no Docker; cached in ~/.cache/sits/images)"
-# pause, CoreDNS, vllm-cpu, sits-inference, sits-operator: the first build downloads torch
-# into a Debian root file system (several GB, ~10 minutes on 2 cores); later runs find
-# every image by the digest of its inputs and build nothing.
+# pause, CoreDNS (needs the CoreDNS binary built above), and the three big ones found in the
+# cache: the first build of vllm-cpu downloads torch into a Debian root file system (several
+# GB, ~10 minutes on 2 cores); later runs find every image by the digest of its inputs.
 .venv/bin/python -m sits_localcluster.images build

@@ -5,6 +5,7 @@ model volume. The live scenario tests and the live benchmark each use one."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sits_localcluster.cluster import LocalCluster
@@ -43,10 +44,26 @@ class LiveNamespace:
         return self
 
     def down(self) -> None:
-        """Remove all of it (each step also when an earlier one failed)."""
+        """Remove all of it: every step is tried even when an earlier one failed (a kubectl
+        call can time out on a loaded machine), and the first failure is raised at the end,
+        so a fixture's cleanup never leaves Prometheus or the operator behind silently."""
         kubectl = self.cluster.kubectl
-        kubectl("delete", "namespace", self.namespace, "--wait=false", check=False)
-        self.operator.uninstall()
-        self.monitoring.stop()
-        self.volume.delete()
-        kubectl("delete", "sitspolicy", stories.POLICY_NAME, "--ignore-not-found", check=False)
+        steps: list[tuple[str, Callable[[], object]]] = [
+            ("namespace", lambda: kubectl("delete", "namespace", self.namespace,
+                                          "--wait=false", check=False)),
+            ("operator", self.operator.uninstall),
+            ("prometheus", self.monitoring.stop),
+            ("volume", self.volume.delete),
+            ("policy", lambda: kubectl("delete", "sitspolicy", stories.POLICY_NAME,
+                                       "--ignore-not-found", check=False)),
+        ]  # fmt: skip
+        failures: list[tuple[str, Exception]] = []
+        for what, step in steps:
+            try:
+                step()
+            except Exception as error:  # every step runs; the first failure is raised below
+                print(f"[live] removing the {what} of {self.namespace} failed: {error}")
+                failures.append((what, error))
+        if failures:
+            first, cause = failures[0]
+            raise RuntimeError(f"{self.namespace}: removing the {first} failed") from cause

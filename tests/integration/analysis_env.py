@@ -58,6 +58,47 @@ def deployment(name: str, policy: str, prometheus_url: str, **rollout: Any) -> d
     return dict(manifest)
 
 
+def crash_looping_status(pod: dict[str, Any], restarts: int, last_words: str) -> dict[str, Any]:
+    """A status patch: what a kubelet reports for a pod whose vLLM exits at start (a bad
+    argument). kwok runs no container, so a test writes it through the status
+    subresource, as the kubelet would; kwok leaves Running pods alone."""
+    crashed = {
+        "exitCode": 1,
+        "reason": "Error",
+        "message": last_words,
+        "startedAt": "2026-12-02T10:00:00Z",
+        "finishedAt": "2026-12-02T10:00:04Z",
+    }
+    statuses = []
+    for container in pod["spec"]["containers"]:
+        status: dict[str, Any] = {
+            "name": container["name"],
+            "image": container["image"],
+            "imageID": "",
+            "ready": True,
+            "started": True,
+            "restartCount": 0,
+            "state": {"running": {"startedAt": "2026-12-02T09:59:00Z"}},
+        }
+        if container["name"] == "vllm":
+            waiting = {"reason": "CrashLoopBackOff", "message": "back-off 40s restarting"}
+            status.update(
+                ready=False,
+                started=False,
+                restartCount=restarts,
+                state={"waiting": waiting},
+                lastState={"terminated": crashed},
+            )
+        statuses.append(status)
+    conditions = [
+        {**c, "status": "False", "reason": "ContainersNotReady"}
+        if c["type"] in ("Ready", "ContainersReady")
+        else c
+        for c in pod["status"]["conditions"]
+    ]
+    return {"status": {"containerStatuses": statuses, "conditions": conditions}}
+
+
 class Watcher:
     """Poll a SitsDeployment's status and keep the distinct (phase, weights) it went through."""
 

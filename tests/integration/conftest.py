@@ -21,6 +21,8 @@ from sits_localcluster.helm import (
     service_account_of,
 )
 from sits_localcluster.helm import render_chart as render
+from sits_localcluster.prometheus import LocalPrometheus
+from sits_localcluster.synthetic import SyntheticServer
 
 REPO = Path(__file__).resolve().parents[2]
 CRDS_DIR = REPO / "crds"
@@ -160,3 +162,21 @@ def no_other_operator(local_cluster: Any) -> None:
             "another test session is using the test cluster; let it finish",
             pytrace=False,
         )
+
+
+# The analysis scenarios' SLIs (test_analysis.py, test_kubectl_sits.py): synthetic series
+# through a real Prometheus.
+@pytest.fixture(scope="module")
+def traffic() -> Iterator[SyntheticServer]:
+    """The synthetic SLI exporter a module's scenarios set profiles on."""
+    server = SyntheticServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def prometheus(traffic: SyntheticServer, tmp_path_factory: Any) -> Iterator[LocalPrometheus]:
+    """Real Prometheus scraping the synthetic exporter."""
+    prom = LocalPrometheus(tmp_path_factory.mktemp("prometheus"), [traffic.address]).start()
+    yield prom
+    prom.stop()

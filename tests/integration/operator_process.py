@@ -7,6 +7,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from sits_localcluster.prometheus import free_port
@@ -81,3 +83,16 @@ class OperatorProcess:
     def restart(self) -> None:
         self.stop()
         self.start()
+
+
+@contextmanager
+def running_operator(kubeconfig: Path, log_dir: Path) -> Iterator[OperatorProcess]:
+    """An operator process for a test module; afterwards, no 403 in any of its logs (the
+    chart's ClusterRole must grant every verb the operator used)."""
+    proc = OperatorProcess(kubeconfig, log_dir)
+    proc.start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
+    assert proc.forbidden() == [], "the chart's ClusterRole lacks a verb the operator used"

@@ -12,8 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.integration.analysis_env import Watcher, deployment, fast_policy
-from tests.integration.operator_process import OperatorProcess
+from tests.integration.analysis_env import (
+    Watcher,
+    crash_looping_status,
+    deployment,
+    fast_policy,
+)
+from tests.integration.operator_process import OperatorProcess, running_operator
 
 from sits_localcluster.nodes import GpuNodeSpec
 from sits_localcluster.prometheus import LocalPrometheus
@@ -28,20 +33,6 @@ CAPACITY_NODE = GpuNodeSpec(
 
 
 @pytest.fixture(scope="module")
-def traffic() -> Iterator[SyntheticServer]:
-    server = SyntheticServer().start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def prometheus(traffic: SyntheticServer, tmp_path_factory: Any) -> Iterator[LocalPrometheus]:
-    prom = LocalPrometheus(tmp_path_factory.mktemp("prometheus"), [traffic.address]).start()
-    yield prom
-    prom.stop()
-
-
-@pytest.fixture(scope="module")
 def capacity(local_cluster: Any) -> Iterator[None]:
     """Room for every scenario's pods, whatever earlier modules left terminating."""
     local_cluster.kubectl("apply", "-f", "-", input=json.dumps(CAPACITY_NODE))
@@ -53,11 +44,8 @@ def capacity(local_cluster: Any) -> Iterator[None]:
 def operator(
     operator_kubeconfig: Path, capacity: None, tmp_path_factory: Any
 ) -> Iterator[OperatorProcess]:
-    proc = OperatorProcess(operator_kubeconfig, tmp_path_factory.mktemp("operator"))
-    proc.start()
-    yield proc
-    proc.stop()
-    assert proc.forbidden() == [], "the chart's ClusterRole lacks a verb the operator used"
+    with running_operator(operator_kubeconfig, tmp_path_factory.mktemp("operator")) as proc:
+        yield proc
 
 
 class Scenario:
@@ -114,6 +102,18 @@ class Scenario:
             "involvedObject.kind=SitsDeployment",
         )
         return list(json.loads(out.stdout)["items"])
+
+    def crash(self, variant: str, last_words: str) -> None:
+        """The variant's pod as the kubelet shows a vLLM that exits at start."""
+        out = self.cluster.kubectl(
+            "get", "pods", "-n", self.ns, "-o", "json", "-l", f"sits.dev/variant={variant}"
+        )
+        (pod,) = json.loads(out.stdout)["items"]
+        patch = crash_looping_status(pod, restarts=3, last_words=last_words)
+        self.cluster.kubectl(
+            "patch", "pod", pod["metadata"]["name"], "-n", self.ns, "--subresource=status",
+            "--type=merge", "-p", json.dumps(patch),
+        )  # fmt: skip
 
     def cleanup(self) -> None:
         self.cluster.kubectl("delete", "sitspolicy", self.policy, "--wait=false", check=False)
@@ -177,6 +177,65 @@ def test_slow_candidate_is_cut_to_ten_percent_after_the_duration(scenario: Scena
     assert cut_at - since <= 12 + 4 + 2, "cut later than one period after the duration"
     assert scenario.candidate_weights()[-2:] == [25, 10]
     assert status["phase"] == "Progressing"
+
+
+BAD_ARG_LAST_WORDS = "api_server.py: error: unrecognized arguments: --max-model-lenght=8192"
+
+
+def test_crash_looping_candidate_is_rolled_back_after_two_periods(scenario: Scenario) -> None:
+    """Each period that finds the candidate's vLLM in CrashLoopBackOff fails the built-in
+    rule `containers`; after SITS2026's 2 (failingContainers) it is RolledBack, with the
+    kubelet's reason and vLLM's last words in status, history and the event. The synthetic
+    traffic still reports v2 healthy: the pods speak before the SLIs."""
+    scenario.start(HEALTHY, stepWeight=10, maxWeight=90)
+    scenario.watch.until("progressing", lambda s: s.get("candidateWeight") == 10)
+    scenario.crash("v2", BAD_ARG_LAST_WORDS)
+    status = scenario.watch.until(
+        "RolledBack", lambda s: analysis(s).get("phase") == "RolledBack", timeout=40
+    )
+    before = [s for s in scenario.watch.snapshots if analysis(s).get("phase") == "Progressing"]
+    counts = [
+        analysis(s).get("breaches", {}).get("containers", {}).get("periods", 0) for s in before
+    ]
+    assert max(counts) == 1, "one failing period must not roll back"
+    assert analysis(status)["breaches"]["containers"]["periods"] == 2
+    assert status["phase"] == "RolledBack"
+    assert "containers: v2: CrashLoopBackOff" in status["message"], status["message"]
+    assert BAD_ARG_LAST_WORDS in status["message"]
+    rollback = [h for h in analysis(status)["history"] if h["action"] == "rollback"]
+    assert "v2: CrashLoopBackOff" in rollback[-1]["reason"]
+    rolled = [e for e in scenario.events() if e["reason"] == "RolledBack"]
+    assert rolled
+    assert rolled[0]["type"] == "Warning"
+    assert "v2: CrashLoopBackOff" in rolled[0]["message"]
+    assert analysis(status)["weights"] == {"v1": 100, "v2": 0}
+
+
+def test_crash_looping_stable_holds_and_never_decides_for_the_candidate(
+    scenario: Scenario,
+) -> None:
+    """A broken stable is no yardstick: the analysis holds (no step, no promotion, no
+    rollback) while it crash-loops, and says why."""
+    scenario.start(HEALTHY, stepWeight=10, maxWeight=90)
+    scenario.watch.until("progressing", lambda s: s.get("candidateWeight") == 10)
+    scenario.crash("v1", BAD_ARG_LAST_WORDS)
+    held = scenario.watch.until(
+        "held on the stable",
+        lambda s: analysis(s).get("lastReason", "").startswith("stable v1 failing: Crash"),
+        timeout=30,
+    )
+    weights, step = analysis(held)["weights"], analysis(held)["stepIndex"]
+    deadline = time.monotonic() + 16  # 4 periods: healthy SLIs would have stepped twice
+    while time.monotonic() < deadline:
+        state = analysis(scenario.watch.status())
+        assert (state["phase"], state["weights"], state["stepIndex"]) == (
+            "Progressing",
+            weights,
+            step,
+        )
+        assert "containers" not in state.get("breaches", {})
+        time.sleep(0.5)
+    assert not [e for e in scenario.events() if e["reason"] == "RolledBack"]
 
 
 def test_candidate_without_traffic_holds_then_pauses(scenario: Scenario) -> None:

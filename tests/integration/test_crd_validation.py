@@ -268,8 +268,8 @@ def test_sitsdeployment_defaults(local_cluster: Any, namespace: str) -> None:
         "strategy": "canary",
         "stepWeight": 10,
         "maxWeight": 50,
-        "interval": "1m",
-    }
+        "scaleDownDelay": "2m",
+    }, "interval has no default: unset, the policy alone paces the steps"
     assert spec["analysis"]["policyRef"] == {"name": "sits2026"}
     assert spec["analysis"]["prometheus"] == {
         "url": DEFAULT_PROMETHEUS_URL,
@@ -308,6 +308,16 @@ def test_sitsdeployment_minimal_spec_gets_every_section(local_cluster: Any, name
     spec = accepted(local_cluster, obj, namespace)["spec"]
     assert set(spec) == {"variants", "traffic", "rollout", "analysis"}
     assert "initialWeights" not in spec["traffic"]
+
+
+@pytest.mark.cluster
+def test_a_stable_alone_is_accepted(local_cluster: Any, namespace: str) -> None:
+    """What remains once a promotion or a rollback is committed by removing the loser."""
+    obj = sitsd()
+    drop_candidate(obj)
+    assert [v["name"] for v in accepted(local_cluster, obj, namespace)["spec"]["variants"]] == [
+        "v1"
+    ]
 
 
 # Every pod setting at once, as a user on a real GPU cluster might write them.
@@ -395,6 +405,7 @@ def test_sitspolicy_defaults(local_cluster: Any, crds_installed: object) -> None
     assert spec["noData"] == {"action": "hold", "after": "10m"}
     assert spec["onError"] == {"action": "freeze"}
     assert spec["promotion"] == {"consecutivePasses": 3}
+    assert spec["failingContainers"] == {"periods": 2, "action": "rollback"}
     rule = spec["rules"][0]
     assert rule["window"] == "5m"
     assert rule["compareTo"] == "threshold"
@@ -417,6 +428,8 @@ def test_sits2026_encodes_the_design(local_cluster: Any, crds_installed: object)
     assert (latency["comparison"], latency["threshold"]) == (">", 200)
     assert latency["for"] == {"duration": "90s"}
     assert latency["action"] == {"type": "setWeight", "weight": 10}
+    # A crash-looping candidate is held to the success-rate rule's count: 2 periods.
+    assert spec["failingContainers"] == {"periods": 2, "action": "rollback"}
 
     for rule in rules.values():
         query = rule["query"]
@@ -536,9 +549,9 @@ SITSD_CASES: list[tuple[str, Mutation, tuple[str, ...]]] = [
         ("spec.variants[1].role", "Unsupported value"),
     ),
     (
-        "single-variant",
-        drop_candidate,
-        ("spec.variants", "should have at least 2 items"),
+        "no-variants",
+        setter("spec.variants", []),
+        ("spec.variants", "should have at least 1 items"),
     ),
     (
         "missing-image",
@@ -695,6 +708,11 @@ SITSD_CASES: list[tuple[str, Mutation, tuple[str, ...]]] = [
         "malformed-rollout-interval",
         setter("spec.rollout.interval", "1 minute"),
         ("spec.rollout.interval", "should match"),
+    ),
+    (
+        "malformed-scale-down-delay",
+        setter("spec.rollout.scaleDownDelay", "2 minutes"),
+        ("spec.rollout.scaleDownDelay", "should match"),
     ),
     (
         "malformed-cache-ttl",
@@ -1099,6 +1117,21 @@ SITSPOL_CASES: list[tuple[str, Mutation, tuple[str, ...]]] = [
         "missing-query",
         lambda o: o["spec"]["rules"][0].pop("query"),
         ("spec.rules[0].query", "Required value"),
+    ),
+    (
+        "rule-named-like-the-built-in-one",
+        setter("spec.rules.0.name", "containers"),
+        ("spec.rules[0].name", "built-in rule for failing containers"),
+    ),
+    (
+        "failing-containers-zero-periods",
+        setter("spec.failingContainers", {"periods": 0}),
+        ("spec.failingContainers.periods", "greater than or equal to 1"),
+    ),
+    (
+        "failing-containers-set-weight",
+        setter("spec.failingContainers", {"action": "setWeight"}),
+        ("spec.failingContainers.action", "Unsupported value"),
     ),
 ]
 

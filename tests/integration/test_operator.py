@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 import yaml
-from tests.integration.operator_process import OperatorProcess
+from tests.integration.analysis_env import crash_looping_status
+from tests.integration.operator_process import OperatorProcess, running_operator
 
 from sits_operator.core.render import render_children
 from sits_operator.model.settings import OperatorSettings
@@ -33,11 +34,8 @@ EXAMPLE["spec"]["traffic"]["router"] = "none"
 
 @pytest.fixture(scope="module")
 def operator(operator_kubeconfig: Path, tmp_path_factory: Any) -> Iterator[OperatorProcess]:
-    proc = OperatorProcess(operator_kubeconfig, tmp_path_factory.mktemp("operator"))
-    proc.start()
-    yield proc
-    proc.stop()
-    assert proc.forbidden() == [], "the chart's ClusterRole lacks a verb the operator used"
+    with running_operator(operator_kubeconfig, tmp_path_factory.mktemp("operator")) as proc:
+        yield proc
 
 
 class Kube:
@@ -115,8 +113,12 @@ def test_example_becomes_running_pods_on_fake_mig_nodes(kube: Kube) -> None:
         (v["name"], v["readyReplicas"], v["weight"], v["restarts"]) for v in status["variants"]
     } == {("v1", 1, 90, 0), ("v2", 1, 10, 0)}
     conditions = {c["type"]: c["status"] for c in status["conditions"]}
+    # The pods are ready (phase Ready), but the rollout waits for its (missing) policy:
+    # converging, not at rest (core/kstatus.py).
     assert conditions == {
-        "Ready": "True",
+        "Ready": "False",
+        "Reconciling": "True",
+        "Stalled": "False",
         "Progressing": "False",
         "Invalid": "False",
         "Unschedulable": "False",
@@ -125,6 +127,9 @@ def test_example_becomes_running_pods_on_fake_mig_nodes(kube: Kube) -> None:
     }
     analysis = next(c for c in status["conditions"] if c["type"] == "Analysis")
     assert analysis["reason"] == "PolicyNotFound"
+    reconciling = next(c for c in status["conditions"] if c["type"] == "Reconciling")
+    assert reconciling["reason"] == "PolicyNotFound"
+    assert status["message"].startswith("waiting for SitsPolicy 'no-such-policy-for-reconcile")
 
     deployments = {d["metadata"]["name"]: d for d in kube.items("deployments")}
     assert set(deployments) == {"chat-v1", "chat-v2"}
@@ -300,49 +305,6 @@ def test_two_deployments_in_one_namespace_keep_their_own_children(kube: Kube) ->
     assert not [e for e in kube.events() if e["reason"] == "Deleted"]
 
 
-def _crash_looping(pod: dict[str, Any], restarts: int, last_words: str) -> dict[str, Any]:
-    """The status a kubelet reports for a pod whose vLLM exits at start (bad argument).
-
-    kwok runs no container, so the test writes it through the status subresource, as the
-    kubelet would; kwok leaves Running pods alone.
-    """
-    crashed = {
-        "exitCode": 1,
-        "reason": "Error",
-        "message": last_words,
-        "startedAt": "2026-12-02T10:00:00Z",
-        "finishedAt": "2026-12-02T10:00:04Z",
-    }
-    statuses = []
-    for container in pod["spec"]["containers"]:
-        status: dict[str, Any] = {
-            "name": container["name"],
-            "image": container["image"],
-            "imageID": "",
-            "ready": True,
-            "started": True,
-            "restartCount": 0,
-            "state": {"running": {"startedAt": "2026-12-02T09:59:00Z"}},
-        }
-        if container["name"] == "vllm":
-            waiting = {"reason": "CrashLoopBackOff", "message": "back-off 40s restarting"}
-            status.update(
-                ready=False,
-                started=False,
-                restartCount=restarts,
-                state={"waiting": waiting},
-                lastState={"terminated": crashed},
-            )
-        statuses.append(status)
-    conditions = [
-        {**c, "status": "False", "reason": "ContainersNotReady"}
-        if c["type"] in ("Ready", "ContainersReady")
-        else c
-        for c in pod["status"]["conditions"]
-    ]
-    return {"status": {"containerStatuses": statuses, "conditions": conditions}}
-
-
 def test_crash_looping_candidate_shows_why_and_stable_is_left_alone(kube: Kube) -> None:
     kube.apply(EXAMPLE)
     kube.wait_phase("Ready")
@@ -353,7 +315,7 @@ def test_crash_looping_candidate_shows_why_and_stable_is_left_alone(kube: Kube) 
         "usage: api_server.py [-h] [--model MODEL] ...\n"
         "api_server.py: error: unrecognized arguments: --max-model-lenght=8192\n"
     )
-    patch = _crash_looping(by_variant["v2"], restarts=3, last_words=last_words)
+    patch = crash_looping_status(by_variant["v2"], restarts=3, last_words=last_words)
     kube.cluster.kubectl(
         "patch", "pod", candidate, "-n", kube.ns, "--subresource=status", "--type=merge",
         "-p", json.dumps(patch),

@@ -22,6 +22,7 @@ import httpx2
 import pytest
 from openai import OpenAI
 from openai.types.chat import ChatCompletionMessageParam
+from tests.integration.analysis_env import fast_policy
 from tests.integration.real_node import container_cgroup, container_status, kill_container, wait
 
 from sits_live import stack
@@ -39,6 +40,11 @@ NAME = "chat"
 #: A vLLM argument it refuses at start-up: the candidate crash-loops for a real reason.
 BAD_ARG = "--max-model-len=not-a-number"
 POD_READY_BUDGET_S = 90.0
+#: No Prometheus answers here (connection refused in the operator's pod): every SLI query
+#: fails, so only the pods can decide; they must (docs/architecture.md section 5).
+NO_PROMETHEUS = "http://127.0.0.1:9"
+#: The loser keeps crash-looping after the rollback (the ContainersFailing test reads it).
+SCALE_DOWN_DELAY = "1h"
 
 
 @dataclass
@@ -50,9 +56,10 @@ class Live:
     saw_running_but_unready: bool
 
 
-def sits_deployment(candidate_args: tuple[str, ...]) -> dict[str, Any]:
+def sits_deployment(candidate_args: tuple[str, ...], policy: str) -> dict[str, Any]:
     """The stable serves the tiny model and the LoRA adapter from the volume (kept resident
-    by the sidecar's L3 tier); the candidate starts with ``candidate_args`` added."""
+    by the sidecar's L3 tier); the candidate starts with ``candidate_args`` added, judged
+    by ``policy``."""
     return stack.sits_deployment(
         NAME,
         [
@@ -60,6 +67,13 @@ def sits_deployment(candidate_args: tuple[str, ...]) -> dict[str, Any]:
             stack.variant("v2", "candidate", "tiny-b", extra_args=candidate_args),
         ],
         router="none",
+        analysis={"policyRef": {"name": policy}, "prometheus": {"url": NO_PROMETHEUS}},
+        rollout={
+            "strategy": "canary",
+            "stepWeight": 25,
+            "maxWeight": 50,
+            "scaleDownDelay": SCALE_DOWN_DELAY,
+        },
     )
 
 
@@ -107,16 +121,21 @@ def live(local_cluster: LocalCluster, crds_installed: tuple[str, ...]) -> Iterat
     cluster.kubectl("create", "namespace", namespace)
     operator = stack.OperatorInstall(cluster, operator_ns, (namespace,))
     volume = stack.ModelVolume(cluster, namespace)
+    # SITS2026 on 4 s periods: failingContainers rolls back after 2 failing periods.
+    policy = fast_policy(f"crash-{suffix}", noData={"action": "hold", "after": "10m"})
     try:
         operator.install()
         volume.create()
-        apply(cluster, namespace, sits_deployment((BAD_ARG,)))
+        apply(cluster, None, policy)
+        apply(cluster, namespace, sits_deployment((BAD_ARG,), policy["metadata"]["name"]))
         ready_s, saw_unready = _wait_stable_ready(cluster, namespace)
         yield Live(cluster, namespace, operator_ns, ready_s, saw_unready)
     finally:
         cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
         operator.uninstall()
         volume.delete()
+        name = policy["metadata"]["name"]
+        cluster.kubectl("delete", "sitspolicy", name, "--ignore-not-found", check=False)
 
 
 def test_operator_runs_in_the_cluster_from_its_chart(live: Live) -> None:
@@ -210,6 +229,41 @@ def test_crashlooping_candidate_shows_in_conditions_and_stable_is_untouched(live
     after = get(live.cluster, "deployment", "-n", live.namespace, f"{NAME}-v1")
     assert after["metadata"]["generation"] == before["metadata"]["generation"]
     assert after["spec"] == before["spec"]
+
+
+def test_the_policy_rolls_the_crash_looping_candidate_back_and_says_why(live: Live) -> None:
+    """The bad argument is the candidate's own failure: each period that sees it in
+    CrashLoopBackOff fails the built-in rule `containers`; after the policy's 2 it is
+    RolledBack, and status and a Warning event say why in the kubelet's and vLLM's words.
+    No Prometheus answers: an outage freezes the SLIs, the pods still decide."""
+
+    def rolled_back() -> bool:
+        status = get(live.cluster, "sitsdeployment", "-n", live.namespace, NAME)["status"]
+        return bool(status.get("phase") == "RolledBack")
+
+    wait("the crash-looping candidate RolledBack", rolled_back, timeout=300)
+    status = get(live.cluster, "sitsdeployment", "-n", live.namespace, NAME)["status"]
+    assert "containers: v2: CrashLoopBackOff" in status["message"], status["message"]
+    assert "max-model-len" in status["message"], status["message"]  # vLLM's last words
+    stalled = next(c for c in status["conditions"] if c["type"] == "Stalled")
+    assert (stalled["status"], stalled["reason"]) == ("True", "RolledBack")
+    assert "CrashLoopBackOff" in stalled["message"]
+    analysis = status["analysis"]
+    assert analysis["breaches"]["containers"]["periods"] == 2, analysis["breaches"]
+    rollback = [h for h in analysis["history"] if h["action"] == "rollback"]
+    assert len(rollback) == 1
+    assert "v2: CrashLoopBackOff" in rollback[0]["reason"]
+    assert {v["name"]: v.get("weight") for v in status["variants"]} == {"v1": 100, "v2": 0}
+
+    events = get(
+        live.cluster, "events", "-n", live.namespace,
+        "--field-selector", f"involvedObject.kind=SitsDeployment,involvedObject.name={NAME}",
+    )["items"]  # fmt: skip
+    rolled = [e for e in events if e["reason"] == "RolledBack"]
+    assert rolled, [(e["reason"], e["message"]) for e in events]
+    assert rolled[0]["type"] == "Warning"
+    assert "v2: CrashLoopBackOff" in rolled[0]["message"]
+    assert "for 2 of 2 periods" in rolled[0]["message"]
 
 
 def test_a_killed_vllm_container_is_restarted_and_counted_in_status(live: Live) -> None:

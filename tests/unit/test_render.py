@@ -222,6 +222,23 @@ def test_startup_probe_covers_the_startup_budget(
         assert "initialDelaySeconds" not in vllm[probe]
 
 
+def test_vllm_probes_give_a_busy_server_time_to_answer() -> None:
+    """A busy vLLM answers /health late: the kubelet's default 1 s timeout killed it."""
+    vllm = _container(_deployment(render_children(OWNER, spec(), SETTINGS), "chat-v1"), "vllm")
+    assert vllm["readinessProbe"] == {
+        "httpGet": {"path": "/health", "port": "vllm"},
+        "periodSeconds": 5,
+        "timeoutSeconds": 3,
+        "failureThreshold": 3,
+    }
+    assert vllm["livenessProbe"] == {
+        "httpGet": {"path": "/health", "port": "vllm"},
+        "periodSeconds": 10,
+        "timeoutSeconds": 5,
+        "failureThreshold": 6,
+    }
+
+
 def test_failed_containers_leave_their_last_log_lines_as_termination_message() -> None:
     deployment = _deployment(render_children(OWNER, spec(), SETTINGS), "chat-v1")
     for name in ("vllm", "sits-cache"):

@@ -147,10 +147,19 @@ def test_unschedulable_message_names_variant_profile_and_scheduler_reason() -> N
     assert "Insufficient nvidia.com/mig-7g.80gb" in status["message"]
 
 
-def test_invalid_keeps_previous_readiness_and_writes_no_variants() -> None:
+def test_invalid_is_stalled_keeps_pod_conditions_and_writes_no_variants() -> None:
+    """An invalid spec cannot progress without an edit: Stalled, so not Ready; what the
+    pods were doing (Progressing, Unschedulable) stays as last seen."""
     ready = run(spec(), observed(dep("v1", 1), dep("v2", 1)))
     invalid = run(spec(), observed(), previous=ready, problems=("x: bad",))
-    assert conds(invalid)["Ready"] == "True"
+    assert {k: conds(invalid)[k] for k in ("Ready", "Stalled", "Reconciling", "Progressing")} == {
+        "Ready": "False",
+        "Stalled": "True",
+        "Reconciling": "False",
+        "Progressing": "False",
+    }
+    stalled = next(c for c in invalid["conditions"] if c["type"] == "Stalled")
+    assert (stalled["reason"], stalled["message"]) == ("InvalidSpec", "x: bad")
     assert "variants" not in invalid
 
 

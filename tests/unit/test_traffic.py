@@ -183,7 +183,10 @@ def test_status_variants_weight_is_the_gateways_and_the_condition_follows() -> N
     )
     assert {r["name"]: r["weight"] for r in caught_up.status["variants"]} == NEW
     assert caught_up.status["candidateWeight"] == 25
-    assert [c.type for c in caught_up.flipped] == ["TrafficApplied"]
+    # A gateway behind held the SitsDeployment Reconciling (core/kstatus.py): catching up
+    # makes it Ready again.
+    assert conditions["Reconciling"]["reason"] == "GatewayBehind"
+    assert [c.type for c in caught_up.flipped] == ["Ready", "Reconciling", "TrafficApplied"]
     assert caught_up.recheck_in is None
 
 
@@ -212,8 +215,9 @@ def test_a_gateway_that_cannot_pull_its_image_is_named_and_variants_keep_their_r
     failing = next(c for c in result.status["conditions"] if c["type"] == "ContainersFailing")
     assert (failing["status"], failing["reason"]) == ("True", "ImagePullBackOff")
     assert failing["message"].startswith("gateway pod chat-gateway-x container sits-gateway")
-    ready = next(c for c in result.status["conditions"] if c["type"] == "Ready")
-    assert ready["message"] == "gateway 0/2 ready"
+    by_type = {c["type"]: c for c in result.status["conditions"]}
+    assert by_type["Progressing"]["message"] == "gateway 0/2 ready"
+    assert (by_type["Ready"]["status"], by_type["Ready"]["reason"]) == ("False", "ImagePullBackOff")
     assert {r["name"]: r["readyReplicas"] for r in result.status["variants"]} == {"v1": 1, "v2": 1}
 
 

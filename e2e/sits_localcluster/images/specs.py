@@ -220,13 +220,16 @@ VLLM_CPU_CONFIG = ImageConfig(
     user=f"{UID}:{GID}", workdir=HOME, ports=("8000/tcp",),
     labels=(("org.opencontainers.image.title", "vllm-cpu"),),
 )  # fmt: skip
+# The data plane's own entrypoint and port, as inference_image/Dockerfile: pods run
+# sits-cache or sits-gateway from it (the operator sets the command); its layers sit on
+# vllm-cpu's only so that the node stores torch once, and nothing starts vLLM from it.
 INFERENCE_CONFIG = ImageConfig(
-    entrypoint=VLLM_ENTRYPOINT,
+    entrypoint=("sits-cache",),
     env=(
         *_SITS_ENV, ("HF_HOME", f"{HOME}/.cache/huggingface"), ("HF_HUB_DISABLE_TELEMETRY", "1"),
         ("HF_HUB_OFFLINE", "1"), ("VLLM_NO_USAGE_STATS", "1"), ("PYTHONUNBUFFERED", "1"),
     ),
-    user=f"{UID}:{GID}", workdir=HOME, ports=("8000/tcp", "8080/tcp"),
+    user=f"{UID}:{GID}", workdir=HOME, ports=("8080/tcp",),
     labels=(("org.opencontainers.image.title", "sits-inference"),
             ("org.opencontainers.image.licenses", "Apache-2.0")),
 )  # fmt: skip

@@ -15,12 +15,15 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from sits_operator.core.naming import Component
+from sits_operator.model.analysis import VariantFailure
 from sits_operator.model.observed import ObservedContainer, ObservedPod, ObservedState
 from sits_operator.model.spec import SitsDeploymentSpec
 from sits_operator.model.status import ConditionReason
 
 # A traceback's last lines say what failed; a condition message is read on one screen.
 MESSAGE_TAIL_CHARS = 400
+# The analysis quotes a failure in its reason, the rollback event and history: shorter.
+ANALYSIS_TAIL_CHARS = 200
 # metav1.Condition's reason format (the CRD's pattern for status.conditions[].reason).
 _CONDITION_REASON = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
 
@@ -132,3 +135,36 @@ def failing_reason(failures: list[FailingContainer]) -> str:
         return ConditionReason.NO_CONTAINER_FAILING
     reason = failures[0].reason
     return reason if _CONDITION_REASON.match(reason) else ConditionReason.CONTAINER_FAILING
+
+
+def _briefly(failure: FailingContainer) -> str:
+    """`pod chat-v2-x container vllm, 3 restart(s), exit code 1: <last words>`, shorter
+    than `describe` (no reason of the exit, no timestamp): it goes into a rollback's reason,
+    its event and the history, beside the rule's name and period count."""
+    container = failure.container
+    parts = [f"pod {failure.pod} container {container.name}"]
+    if container.restart_count:
+        parts.append(f"{container.restart_count} restart(s)")
+    ended = container.last_termination
+    if ended is not None:
+        parts.append(f"exit code {ended.exit_code}")
+    words = tail((ended.message if ended else container.waiting_message) or "", ANALYSIS_TAIL_CHARS)
+    said = ", ".join(parts)
+    return f"{said}: {words}" if words else said
+
+
+def variant_failures(
+    spec: SitsDeploymentSpec, observed: ObservedState
+) -> tuple[VariantFailure, ...]:
+    """Each variant with failing containers, for the analysis (the gateway's are not a
+    variant's): `CrashLoopBackOff (pod ..., 3 restart(s), exit code 1: ...)`."""
+    found: list[VariantFailure] = []
+    for variant in spec.variants:
+        mine = _failing_in(variant.name, observed.pods_of(variant.name))
+        if not mine:
+            continue
+        first = mine[0]
+        more = f"; and {len(mine) - 1} more failing container(s)" if len(mine) > 1 else ""
+        detail = f"{first.reason} ({_briefly(first)}{more})"
+        found.append(VariantFailure(variant.name, first.reason, detail, len(mine)))
+    return tuple(found)

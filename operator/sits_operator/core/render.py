@@ -44,6 +44,13 @@ __all__ = ["Manifest", "owner_reference", "render_children", "template_hash"]
 # The operator's own toleration, first in every pod; users' tolerations come after it.
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 STARTUP_PROBE_PERIOD_SECONDS = 10
+# vLLM answers /health on the event loop that also tokenizes and streams: on a busy node
+# (CPU inference, a full batch) an answer takes longer than the kubelet's default 1 s,
+# which counted healthy-but-busy pods as failing and, through liveness, killed them.
+# Readiness (3 s) takes a pod out of its Service only when it is too slow to take new work;
+# liveness (5 s, 6 misses 10 s apart) restarts only a vLLM that has really hung.
+READINESS_TIMEOUT_SECONDS = 3
+LIVENESS_TIMEOUT_SECONDS = 5
 
 
 def served_model_name(owner: ObjectRef, spec: SitsDeploymentSpec) -> str:
@@ -52,12 +59,21 @@ def served_model_name(owner: ObjectRef, spec: SitsDeploymentSpec) -> str:
 
 
 def _variant_labels(owner: ObjectRef, variant: Variant) -> dict[str, str]:
+    """Labels of a variant's Deployment and pods: what it is, never its role.
+
+    The role changes when a promotion is committed in Git (the candidate becomes the
+    stable); in the pod template it would roll every pod of both variants for nothing.
+    Roles live on the Services (below) and in status.
+    """
     return {
         **naming.common_labels(owner.name),
         naming.LABEL_VARIANT: variant.name,
         naming.LABEL_REVISION: variant.revision,
-        naming.LABEL_ROLE: variant.role.value,
     }
+
+
+def _service_labels(owner: ObjectRef, variant: Variant) -> dict[str, str]:
+    return {**_variant_labels(owner, variant), naming.LABEL_ROLE: variant.role.value}
 
 
 def _http_probe(path: str, port: str, **timing: int) -> dict[str, Any]:
@@ -84,10 +100,18 @@ def _vllm_probes(variant: Variant) -> dict[str, Any]:
             failureThreshold=startup_failure_threshold(variant),
         ),
         "readinessProbe": _http_probe(
-            "/health", PortName.VLLM.value, periodSeconds=5, failureThreshold=3
+            "/health",
+            PortName.VLLM.value,
+            periodSeconds=5,
+            timeoutSeconds=READINESS_TIMEOUT_SECONDS,
+            failureThreshold=3,
         ),
         "livenessProbe": _http_probe(
-            "/health", PortName.VLLM.value, periodSeconds=10, failureThreshold=6
+            "/health",
+            PortName.VLLM.value,
+            periodSeconds=10,
+            timeoutSeconds=LIVENESS_TIMEOUT_SECONDS,
+            failureThreshold=6,
         ),
     }
 
@@ -324,7 +348,7 @@ def render_variant_service(
     return _service(
         owner,
         naming.variant_object_name(owner.name, variant.name),
-        _variant_labels(owner, variant),
+        _service_labels(owner, variant),
         naming.selector_labels(owner.name, variant.name),
         settings.sidecar_port,
     )

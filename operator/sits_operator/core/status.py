@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from sits_operator.core import kstatus
 from sits_operator.core.conditions import find, flipped, set_condition
 from sits_operator.core.containers import (
     failing_containers,
@@ -23,7 +24,13 @@ from sits_operator.core.naming import Component
 from sits_operator.core.traffic import TrafficView, traffic_view
 from sits_operator.model.observed import GatewayReport, ObservedState
 from sits_operator.model.spec import Role, SitsDeploymentSpec, Variant
-from sits_operator.model.status import Condition, ConditionReason, ConditionType, Phase
+from sits_operator.model.status import (
+    Condition,
+    ConditionReason,
+    ConditionType,
+    Phase,
+    RolloutSummary,
+)
 
 OWNED_FIELDS = (
     "observedGeneration",
@@ -54,8 +61,12 @@ class StatusInputs:
     analysis_condition: tuple[bool, str, str] | None = None
     # Router builtin: what each ready gateway pod reports applying (None: not asked).
     gateway_reports: tuple[GatewayReport, ...] | None = None
-    # `now` in seconds (the same injected wall clock): the TrafficApplied grace period.
+    # `now` in seconds (the same injected wall clock): the TrafficApplied grace period and
+    # how long a blocker has lasted (Stalled).
     now_seconds: float = 0.0
+    # Where the analysed rollout stands, in words (core/rollout_summary.py); None without
+    # an analysis (no candidate, no policy).
+    analysis_summary: RolloutSummary | None = None
 
 
 @dataclass(frozen=True)
@@ -196,7 +207,7 @@ def _conditions(inputs: StatusInputs, traffic: TrafficView | None) -> list[Condi
         generation=gen,
     )
     if inputs.spec is None or invalid:
-        return conds  # keep the last known Ready/Progressing/Unschedulable as they were
+        return conds  # keep the last known Progressing/Unschedulable... (Ready: core/kstatus.py)
     conds = _pod_conditions(conds, inputs.spec, inputs)
     if inputs.analysis_condition is not None:
         healthy, reason, message = inputs.analysis_condition
@@ -277,19 +288,11 @@ def _pod_conditions(
 def _rollout_conditions(
     conds: list[Condition], spec: SitsDeploymentSpec, inputs: StatusInputs
 ) -> list[Condition]:
-    """Ready and its inverse Progressing, from the variants' Deployments."""
+    """Progressing: the variants' Deployments (and the gateway's) are still rolling out.
+
+    Ready, Reconciling and Stalled are about the whole SitsDeployment (core/kstatus.py).
+    """
     pending = _not_ready_summary(spec, inputs.observed)
-    conds = set_condition(
-        conds,
-        type_=ConditionType.READY,
-        status=not pending,
-        reason=(
-            ConditionReason.VARIANTS_NOT_READY if pending else ConditionReason.ALL_VARIANTS_READY
-        ),
-        message=pending or "all variants have their ready replicas",
-        now=inputs.now,
-        generation=inputs.generation,
-    )
     return set_condition(
         conds,
         type_=ConditionType.PROGRESSING,
@@ -308,24 +311,58 @@ def _phase(conds: list[Condition], analysis_phase: str | None) -> Phase:
 
     if true(ConditionType.INVALID):
         return Phase.INVALID
+    if analysis_phase == Phase.ROLLED_BACK:
+        return Phase.ROLLED_BACK  # the verdict; a loser's crash shows in ContainersFailing
     if true(ConditionType.UNSCHEDULABLE) or true(ConditionType.CONTAINERS_FAILING):
         return Phase.DEGRADED
     if analysis_phase is not None:
         return Phase(analysis_phase)
-    return Phase.READY if true(ConditionType.READY) else Phase.PROGRESSING
+    return Phase.PROGRESSING if true(ConditionType.PROGRESSING) else Phase.READY
 
 
-def _message(phase: Phase, conds: list[Condition]) -> str:
-    for type_ in (
-        ConditionType.INVALID,
-        ConditionType.UNSCHEDULABLE,
-        ConditionType.CONTAINERS_FAILING,
-        ConditionType.READY,
-    ):
-        cond = find(conds, type_)
-        if cond is not None and cond.status == ("False" if type_ == "Ready" else "True"):
-            return cond.message
-    return "all variants ready" if phase is Phase.READY else ""
+def _pending(inputs: StatusInputs) -> str:
+    """Which pods are not ready yet ("v2 0/1 ready, gateway 0/2 ready"); "" when all are."""
+    if inputs.spec is None or inputs.problems:
+        return ""
+    return _not_ready_summary(inputs.spec, inputs.observed)
+
+
+def _wrong(conds: list[Condition], type_: str, bad: str) -> Condition | None:
+    cond = find(conds, type_)
+    return cond if cond is not None and cond.status == bad else None
+
+
+def _message(
+    conds: list[Condition], phase: Phase, pending: str, summary: RolloutSummary | None
+) -> str:
+    """What the SitsDeployment waits for (never empty): a broken spec or pod first, then
+    where the rollout stands and what holds it (pods, data, queries, the gateway)."""
+    invalid = _wrong(conds, ConditionType.INVALID, "True")
+    if invalid is not None:
+        return invalid.message
+    if summary is not None and summary.phase is Phase.ROLLED_BACK:
+        return summary.text
+    for type_ in (ConditionType.UNSCHEDULABLE, ConditionType.CONTAINERS_FAILING):
+        broken = _wrong(conds, type_, "True")
+        if broken is not None:
+            return broken.message
+    analysis = _wrong(conds, ConditionType.ANALYSIS, "False")
+    traffic = _wrong(conds, ConditionType.TRAFFIC_APPLIED, "False")
+    waiting = f"waiting for pods to be Ready: {pending}" if pending else ""
+    if summary is None:
+        parts = (analysis.message if analysis else "", waiting, traffic.message if traffic else "")
+        return "; ".join(p for p in parts if p) or "all variants ready"
+    settled = summary.phase in (Phase.ROLLED_BACK, Phase.SUCCEEDED, Phase.PAUSED)
+    if settled or not (waiting or analysis or traffic):
+        return summary.text
+    if waiting:
+        return f"{summary.position}: {waiting}"
+    if analysis is not None:  # what is missing, and (no data) how long the policy waits
+        held = analysis.reason == ConditionReason.NO_DATA and summary.progress
+        tail = f"; {summary.progress}" if held else ""
+        return f"{summary.position}: {analysis.message}{tail}"
+    assert traffic is not None
+    return f"{summary.position}: {traffic.message}"
 
 
 def compute_status(inputs: StatusInputs) -> StatusResult:
@@ -333,10 +370,16 @@ def compute_status(inputs: StatusInputs) -> StatusResult:
     traffic = _traffic(inputs)
     conds = _conditions(inputs, traffic)
     phase = _phase(conds, inputs.analysis_phase)
+    pending = _pending(inputs)
+    message = _message(conds, phase, pending, inputs.analysis_summary)
+    health = kstatus.assess(
+        conds, phase=phase, pending=pending, message=message, now=inputs.now_seconds
+    )
+    conds = kstatus.apply(conds, health, now=inputs.now, generation=inputs.generation)
     status: dict[str, Any] = {
         "observedGeneration": inputs.generation,
         "phase": phase.value,
-        "message": _message(phase, conds),
+        "message": message,
         "conditions": [c.to_dict() for c in conds],
     }
     spec = inputs.spec
@@ -352,9 +395,11 @@ def compute_status(inputs: StatusInputs) -> StatusResult:
         )
         status["variants"] = rows
     before = _previous_conditions(inputs.previous)
+    traffic_recheck = traffic.recheck_in if traffic is not None else None
+    rechecks = [t for t in (traffic_recheck, health.recheck_in) if t is not None]
     return StatusResult(
         status=status,
         phase_changed=inputs.previous.get("phase") != phase.value,
         flipped=tuple(flipped(before, conds)),
-        recheck_in=traffic.recheck_in if traffic is not None else None,
+        recheck_in=min(rechecks, default=None),
     )

@@ -23,7 +23,7 @@ from sits_operator.core.analysis import decide
 from sits_operator.core.metric_source import metric_source
 from sits_operator.core.rollout_plan import build_plan
 from sits_operator.handlers import metrics
-from sits_operator.model.analysis import AnalysisState, Command, Decision
+from sits_operator.model.analysis import AnalysisState, Command, Decision, RuleSamples
 from sits_operator.model.observed import ObservedState
 from sits_operator.model.policy import Policy, parse_policy
 from sits_operator.model.spec import ObjectRef, SitsDeploymentSpec
@@ -47,6 +47,15 @@ def commands_from(annotations: Mapping[str, str]) -> dict[Command, str]:
 def policy_from_index(policies: Mapping[str, Any], name: str) -> Policy | None:
     entries = list(policies.get(name, ()))
     return parse_policy(name, dict(entries[0])) if entries else None
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """A decision with the samples it was made from (the status names what data is
+    missing: "v2 has 3 of 20 requests", core/rollout_summary.py)."""
+
+    decision: Decision
+    observations: tuple[RuleSamples, ...]
 
 
 @dataclass
@@ -83,7 +92,7 @@ class Analyzer:
         observed: ObservedState,
         previous_status: Mapping[str, Any],
         annotations: Mapping[str, str],
-    ) -> Decision:
+    ) -> Evaluation:
         started = time.monotonic()
         plan = build_plan(spec, observed)
         state = AnalysisState.from_dict(dict(previous_status.get("analysis") or {}))
@@ -119,4 +128,4 @@ class Analyzer:
         trigger = decision.events[0].reason if decision.events else "period"
         metrics.DECISIONS.labels(action=decision.action, trigger=trigger).inc()
         metrics.EVALUATION_SECONDS.observe(time.monotonic() - started)
-        return decision
+        return Evaluation(decision, tuple(observations))

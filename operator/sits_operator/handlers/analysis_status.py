@@ -1,4 +1,8 @@
-"""Turn an analysis Decision into status fields and condition inputs."""
+"""Turn an analysis Decision into status fields and condition inputs.
+
+The words (the Analysis condition, where the rollout stands) are core/rollout_summary.py's;
+this module only picks the inputs a reconcile pass has at hand.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +10,15 @@ import math
 from datetime import UTC, datetime
 from typing import Any
 
-from sits_operator.model.analysis import AnalysisState, Decision, Verdict
+from sits_operator.core.rollout_plan import build_plan
+from sits_operator.core.rollout_summary import AnalysisCondition, pending_summary, summarize
+from sits_operator.core.rollout_summary import analysis_condition as judged_condition
+from sits_operator.model.analysis import AnalysisState, Decision, RuleSamples
 from sits_operator.model.durations import format_duration
+from sits_operator.model.observed import ObservedState
+from sits_operator.model.policy import Policy
+from sits_operator.model.spec import SitsDeploymentSpec
+from sits_operator.model.status import RolloutSummary
 
 SUCCESS_SLI = "success_rate_5m"
 LATENCY_SLI = "latency_p95_ms"
@@ -50,23 +61,6 @@ def candidate_columns(decision: Decision, candidate: str | None) -> dict[str, An
     return columns
 
 
-def analysis_condition(decision: Decision, candidates: tuple[str, ...]) -> tuple[bool, str, str]:
-    """Healthy when every candidate verdict had data; otherwise say what is missing."""
-    mine = [v for v in decision.verdicts if v.variant in candidates]
-    errors = [v for v in mine if v.verdict is Verdict.ERROR]
-    if errors:
-        return (
-            False,
-            "MetricsError",
-            f"query failed for {', '.join(sorted({v.rule for v in errors}))}; rollout frozen",
-        )
-    no_data = [v for v in mine if v.verdict is Verdict.NO_DATA]
-    if no_data:
-        rules = ", ".join(sorted({v.rule for v in no_data}))
-        return False, "NoData", f"no valid sample for {rules}; rollout holding"
-    return True, "Evaluating", decision.reason
-
-
 def analysis_fields(decision: Decision, candidate: str | None, now: float) -> dict[str, Any]:
     return {
         "analysis": decision.state.to_dict(),
@@ -77,3 +71,28 @@ def analysis_fields(decision: Decision, candidate: str | None, now: float) -> di
 
 def commands_pending(state: AnalysisState, commands: dict[Any, str]) -> bool:
     return any(state.acknowledged.get(c.value) != value for c, value in commands.items())
+
+
+def analysis_condition(
+    decision: Decision,
+    spec: SitsDeploymentSpec,
+    observed: ObservedState,
+    policy: Policy,
+    observations: tuple[RuleSamples, ...],
+) -> AnalysisCondition | None:
+    """The Analysis condition after an evaluation (None: keep it as it was)."""
+    return judged_condition(decision, build_plan(spec, observed), policy, observations)
+
+
+def rollout_summary(
+    state: AnalysisState,
+    spec: SitsDeploymentSpec,
+    observed: ObservedState,
+    policy: Policy,
+    *,
+    evaluated: bool = True,
+) -> RolloutSummary:
+    """Where the rollout stands; `evaluated` False for a revision no evaluation saw yet."""
+    if not evaluated:
+        return pending_summary(policy)
+    return summarize(state, build_plan(spec, observed), policy)

@@ -1,10 +1,22 @@
-"""The operator's own Prometheus metrics: everything it decides is counted."""
+"""The operator's own Prometheus metrics: everything it decides is counted.
+
+Beside the operator-wide counters, two gauges per SitsDeployment (labelled `namespace` and
+`name`, so an alert can name the rollout): `sits_rollout_phase` is 1 for the current
+phase and 0 for every other (kube-state-metrics' style, so `sits_rollout_phase{phase=
+"RolledBack"} == 1` is the alert), `sits_rollout_weight` the traffic share of each
+variant as status shows it. Both are removed when the SitsDeployment goes.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from contextlib import suppress
 from enum import StrEnum
+from typing import Any
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
+
+from sits_operator.model.status import Phase
 
 
 class ReconcileResult(StrEnum):
@@ -44,3 +56,47 @@ EVALUATION_SECONDS = Histogram(
 PROMETHEUS_ERRORS = Counter(
     "sits_operator_prometheus_errors_total", "Rule queries that failed (Error verdicts)."
 )
+
+ROLLOUT_PHASE = Gauge(
+    "sits_rollout_phase",
+    "1 for the SitsDeployment's current status.phase, 0 for the others.",
+    ["namespace", "name", "phase"],
+)
+ROLLOUT_WEIGHT = Gauge(
+    "sits_rollout_weight",
+    "Percent of the SitsDeployment's traffic on a variant (status.variants[].weight).",
+    ["namespace", "name", "variant"],
+)
+# Per SitsDeployment: the variants it has a weight series for (a variant removed from the
+# spec loses its series).
+_weighted: dict[tuple[str, str], frozenset[str]] = {}
+
+
+def observe_rollout(namespace: str, name: str, status: Mapping[str, Any]) -> None:
+    """Set both gauges from a computed status (every pass, written or not: a restarted
+    operator fills them on its first pass)."""
+    current = status.get("phase")
+    for phase in Phase:
+        ROLLOUT_PHASE.labels(namespace, name, phase.value).set(1 if phase.value == current else 0)
+    rows = status.get("variants")
+    if rows is None:
+        return  # an invalid spec shows no variants: keep the last weights
+    weights = {str(row["name"]): float(row.get("weight") or 0) for row in rows}
+    for gone in _weighted.get((namespace, name), frozenset()) - weights.keys():
+        ROLLOUT_WEIGHT.remove(namespace, name, gone)
+    for variant, weight in weights.items():
+        ROLLOUT_WEIGHT.labels(namespace, name, variant).set(weight)
+    _weighted[(namespace, name)] = frozenset(weights)
+
+
+def forget_rollout(namespace: str, name: str) -> None:
+    """Remove every series of a SitsDeployment that is gone."""
+    for phase in Phase:
+        _remove(ROLLOUT_PHASE, namespace, name, phase.value)
+    for variant in _weighted.pop((namespace, name), frozenset()):
+        _remove(ROLLOUT_WEIGHT, namespace, name, variant)
+
+
+def _remove(gauge: Gauge, *labels: str) -> None:
+    with suppress(KeyError):  # never set (the loop stopped before its first pass)
+        gauge.remove(*labels)

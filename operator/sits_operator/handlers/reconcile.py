@@ -20,11 +20,13 @@ from pydantic import ValidationError
 from sits_operator.adapters.gateway import GatewayPod, GatewayReader
 from sits_operator.adapters.kube import KubeWriter
 from sits_operator.core import naming
+from sits_operator.core.analysis import scaledown
+from sits_operator.core.analysis.identity import SpecChange, spec_change
 from sits_operator.core.gateway import wants_gateway
 from sits_operator.core.naming import Component
 from sits_operator.core.plan import Plan, plan_children
 from sits_operator.core.render import render_children
-from sits_operator.core.rollout_plan import revision_key
+from sits_operator.core.rollout_plan import revision_key, running_spec, scaled_down
 from sits_operator.core.status import OWNED_FIELDS, StatusInputs, StatusResult, compute_status
 from sits_operator.core.validation import semantic_problems
 from sits_operator.handlers import metrics
@@ -33,19 +35,36 @@ from sits_operator.handlers.analysis_status import (
     analysis_condition,
     analysis_fields,
     commands_pending,
+    rollout_summary,
 )
 from sits_operator.handlers.metrics import ReconcileResult
 from sits_operator.model.analysis import AnalysisState
+from sits_operator.model.durations import parse_duration
 from sits_operator.model.observed import GatewayReport, ObservedChild, ObservedState
+from sits_operator.model.policy import Policy
 from sits_operator.model.settings import OperatorSettings
 from sits_operator.model.spec import ObjectRef, SitsDeploymentSpec, parse_spec
-from sits_operator.model.status import ABNORMAL_FALSE, ABNORMAL_TRUE, ConditionType
+from sits_operator.model.status import (
+    ABNORMAL_FALSE,
+    ABNORMAL_TRUE,
+    QUIET,
+    ConditionReason,
+    ConditionType,
+    RolloutSummary,
+)
 
 log = logging.getLogger("sits_operator.reconcile")
 
 # The watch cache lags our own writes by a moment; remember what we just applied so a
 # reconcile woken in between does not apply (and announce) the same object twice.
 RECENT_APPLY_SECONDS = 15.0
+# A pass whose analysis scaled variants down (or back up) renders that at once: the
+# children were converged before the analysis ran.
+RESCALE_RECHECK_SECONDS = 0.0
+# Wake a moment after a scale-down is due, so the clock has surely passed it.
+SCALE_DOWN_MARGIN_SECONDS = 0.5
+# Status fields of the analysis, dropped when no candidate is left to analyse.
+ANALYSIS_FIELDS = ("analysis", "slis", "candidateSuccessRate", "candidateLatencyP95Ms")
 
 EventPoster = Callable[[Any, str, str, str], None]
 
@@ -58,6 +77,12 @@ def post_event(body: Any, type_: str, reason: str, message: str) -> None:
 def seconds_to_next_period(now: float, interval: float) -> float:
     """Evaluate just after each period boundary, so each period is evaluated once."""
     return interval - (now % interval) + 0.5
+
+
+def finished_analysis_fields(previous: Mapping[str, Any]) -> dict[str, Any]:
+    """No candidate left (the outcome committed in Git): the analysis is over, its fields
+    go; a later candidate starts a fresh analysis instead of matching a stale one."""
+    return {key: None for key in ANALYSIS_FIELDS if previous.get(key) is not None}
 
 
 def utc_now(seconds: float | None = None) -> str:
@@ -74,6 +99,10 @@ class AnalysisView:
     phase: str | None = None
     condition: tuple[bool, str, str] | None = None
     next_in: float | None = None
+    # Variants the analysis decided run at zero replicas (None: no decision this pass).
+    scaled_down: frozenset[str] | None = None
+    # Where the rollout stands, in words (status.message; core/rollout_summary.py).
+    summary: RolloutSummary | None = None
 
 
 @dataclass
@@ -133,6 +162,7 @@ class Reconciler:
         self._written_status.pop((namespace, name), None)
         self._recent.pop((namespace, name), None)
         self._recheck.pop((namespace, name), None)
+        metrics.forget_rollout(namespace, name)
 
     def recheck_in(self, namespace: str, name: str) -> float | None:
         """Seconds until the last pass wants another look (None: only on events/resync):
@@ -162,9 +192,13 @@ class Reconciler:
             generation=int(meta.get("generation") or 0),
         )
         spec, problems = self._parse(body.get("spec") or {})
-        if spec is not None and not problems:
-            observed = await self._converge(body, owner, spec, observed)
         previous = self._previous_status(owner, body)
+        at_zero: frozenset[str] = frozenset()
+        if spec is not None and not problems:
+            # Losers of a terminal decision run at zero replicas (core/analysis/scaledown.py).
+            at_zero = scaled_down(spec, AnalysisState.from_dict(previous.get("analysis")))
+            spec = running_spec(spec, at_zero)
+            observed = await self._converge(body, owner, spec, observed)
         view = AnalysisView(fields={})
         reports = None
         if spec is not None and not problems:
@@ -182,14 +216,19 @@ class Reconciler:
                 decided_weights=view.decided_weights,
                 analysis_phase=view.phase,
                 analysis_condition=view.condition,
+                analysis_summary=view.summary,
                 gateway_reports=reports,
                 now_seconds=now,
             )
         )
-        if result.recheck_in is None:
+        metrics.observe_rollout(owner.namespace, owner.name, result.status)
+        recheck = result.recheck_in
+        if view.scaled_down is not None and view.scaled_down != at_zero:
+            recheck = RESCALE_RECHECK_SECONDS  # render the scale decision just taken
+        if recheck is None:
             self._recheck.pop((owner.namespace, owner.name), None)
         else:
-            self._recheck[(owner.namespace, owner.name)] = result.recheck_in
+            self._recheck[(owner.namespace, owner.name)] = recheck
         if view.fields:
             result = StatusResult(
                 {**result.status, **view.fields},
@@ -211,25 +250,34 @@ class Reconciler:
         analyze: bool,
     ) -> AnalysisView:
         """Run the analysis step when due (or a command waits); else reuse stored state."""
-        if self.analyzer is None or not spec.candidates:
+        if self.analyzer is None:
             return AnalysisView(fields={})
+        if not spec.candidates:
+            return AnalysisView(fields=finished_analysis_fields(previous))
         policy = policy_from_index(policies, spec.analysis.policy_ref.name)
         if policy is None:
-            message = f"SitsPolicy {spec.analysis.policy_ref.name!r} not found; no analysis"
-            return AnalysisView(fields={}, condition=(False, "PolicyNotFound", message))
+            name = spec.analysis.policy_ref.name
+            message = f"waiting for SitsPolicy {name!r}: not found, no analysis until it exists"
+            return AnalysisView(
+                fields={}, condition=(False, ConditionReason.POLICY_NOT_FOUND, message)
+            )
         state = AnalysisState.from_dict(dict(previous.get("analysis") or {}))
         annotations = dict(body["metadata"].get("annotations") or {})
-        next_in = seconds_to_next_period(self.wall_clock(), policy.interval_seconds)
+        next_in = self._next_analysis_in(spec, policy, state)
         if not analyze and not commands_pending(state, commands_from(annotations)):
-            if state.revision_key != revision_key(spec):
-                return AnalysisView(fields={}, next_in=next_in)
+            if spec_change(state, revision_key(spec)) is SpecChange.NEW:
+                pending = rollout_summary(state, spec, observed, policy, evaluated=False)
+                return AnalysisView(
+                    fields={}, next_in=next_in, phase=pending.phase.value, summary=pending
+                )
             return AnalysisView(
                 fields={},
                 decided_weights=state.weights or None,
                 phase=state.phase.value,
                 next_in=next_in,
+                summary=rollout_summary(state, spec, observed, policy),
             )
-        decision = await self.analyzer.evaluate(
+        evaluation = await self.analyzer.evaluate(
             owner=owner,
             spec=spec,
             policy=policy,
@@ -237,6 +285,7 @@ class Reconciler:
             previous_status=previous,
             annotations=annotations,
         )
+        decision = evaluation.decision
         for note in decision.events:
             self.post(body, note.type, note.reason, note.message)
         candidate = spec.candidates[0].name
@@ -244,9 +293,21 @@ class Reconciler:
             fields=analysis_fields(decision, candidate, self.wall_clock()),
             decided_weights=decision.state.weights or None,
             phase=decision.state.phase.value,
-            condition=analysis_condition(decision, tuple(v.name for v in spec.candidates)),
-            next_in=next_in,
+            condition=analysis_condition(decision, spec, observed, policy, evaluation.observations),
+            summary=rollout_summary(decision.state, spec, observed, policy),
+            next_in=self._next_analysis_in(spec, policy, decision.state),
+            scaled_down=frozenset(decision.state.scaled_down),
         )
+
+    def _next_analysis_in(
+        self, spec: SitsDeploymentSpec, policy: Policy, state: AnalysisState
+    ) -> float:
+        """The next period boundary, or sooner when losers are due to be scaled down."""
+        now = self.wall_clock()
+        next_in = seconds_to_next_period(now, policy.interval_seconds)
+        delay = parse_duration(spec.rollout.scale_down_delay)
+        wait = scaledown.seconds_until(state, delay, now)
+        return next_in if wait is None else min(next_in, wait + SCALE_DOWN_MARGIN_SECONDS)
 
     def _parse(self, raw: Mapping[str, Any]) -> tuple[SitsDeploymentSpec | None, list[str]]:
         try:
@@ -339,10 +400,10 @@ class Reconciler:
             warn = (cond.type in ABNORMAL_TRUE and cond.status == "True") or (
                 cond.type in ABNORMAL_FALSE and cond.status == "False"
             )
-            if cond.type == ConditionType.PROGRESSING:
-                continue  # the inverse of Ready while rolling out: PhaseChanged says it
-            if cond.type == ConditionType.READY and result.phase_changed:
-                continue  # "Progressing -> Ready" already says it
+            if cond.type in QUIET:
+                continue  # a rollout converging is normal: PhaseChanged says it
+            if cond.type in (ConditionType.READY, ConditionType.STALLED) and result.phase_changed:
+                continue  # "Progressing -> Ready", "-> RolledBack", "-> Invalid" already say it
             if cond.status == "False" and not previous.get("conditions"):
                 continue  # a first status needs no "X is False" events: PhaseChanged says it
             self.post(

@@ -8,11 +8,19 @@ evaluated period, and the weights it decided.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
+from sits_operator.model.durations import parse_duration
+from sits_operator.model.spec import DEFAULT_SCALE_DOWN_DELAY, DEFAULT_STARTUP_TIMEOUT, Role
+
 HISTORY_LIMIT = 20
+# The progress deadline is the candidates' startupTimeout plus this: the kubelet's startup
+# budget (the startup probe) starts when the container does, after scheduling and the pull
+# of a vLLM image of about 10 GB (some 3 minutes at 50 MB/s), which it does not count.
+PROGRESS_DEADLINE_ALLOWANCE_SECONDS = 300.0
 
 
 class Verdict(StrEnum):
@@ -63,18 +71,80 @@ class RuleSamples:
 
 
 @dataclass(frozen=True)
+class VariantRevision:
+    """One variant's part of a revision key: what it is called, its role, what it serves."""
+
+    name: str
+    role: Role
+    revision: str
+
+
+def format_revision_key(variants: Iterable[VariantRevision]) -> str:
+    """`name:role:revision,...`: names are DNS labels and revisions match
+    [A-Za-z0-9-_.] (the CRD's patterns), so neither separator can occur inside a part."""
+    return ",".join(f"{v.name}:{v.role.value}:{v.revision}" for v in variants)
+
+
+def parse_revision_key(key: str) -> tuple[VariantRevision, ...] | None:
+    """The variants of a key written by format_revision_key; None for anything else
+    (an empty key, or one stored by an operator that wrote opaque keys)."""
+    parsed = []
+    for part in key.split(",") if key else ():
+        fields = part.split(":")
+        if len(fields) != 3 or fields[1] not in {r.value for r in Role}:
+            return None
+        parsed.append(VariantRevision(fields[0], Role(fields[1]), fields[2]))
+    return tuple(parsed) or None
+
+
+@dataclass(frozen=True)
+class VariantFailure:
+    """A variant with containers the kubelet cannot keep running, as the analysis sees it.
+
+    `detail` is already one short line (pod, container, restarts, exit code, the tail of
+    the last log lines), so reasons and events quote it as it is.
+    """
+
+    variant: str
+    reason: str  # the kubelet's waiting reason of the first one, e.g. CrashLoopBackOff
+    detail: str
+    containers: int = 1
+
+
+@dataclass(frozen=True)
 class RolloutPlan:
     """What the spec says about this rollout, reduced for the engine."""
 
     stable: str
     candidates: tuple[str, ...]
-    revision_key: str  # changes when any candidate's revision (or the set) changes
+    revision_key: str  # format_revision_key of every variant: what is under analysis
     strategy: str  # "canary" | "abTest"
     initial_weights: dict[str, int]
     # Candidate weight per step; a None entry is a pause step (duration in pause_seconds).
     step_weights: tuple[int | None, ...]
     pause_seconds: tuple[float | None, ...]
-    candidates_ready: bool = True
+    # Candidates that should run but have no ready pod yet (core/rollout_plan.py).
+    unready: tuple[str, ...] = ()
+    # Variants (stable too) with failing containers: a candidate's count as failing periods
+    # of the built-in containers rule; a stable's hold the analysis.
+    failing: tuple[VariantFailure, ...] = ()
+    # How long a candidate may stay unready before it is rolled back (ProgressDeadlineExceeded).
+    progress_deadline_seconds: float = (
+        parse_duration(DEFAULT_STARTUP_TIMEOUT) + PROGRESS_DEADLINE_ALLOWANCE_SECONDS
+    )
+    # spec.rollout.interval: the least time a weight step lasts (None: the policy decides).
+    step_seconds: float | None = None
+    # spec.rollout.scaleDownDelay: how long a variant left without traffic by a terminal
+    # phase keeps its pods before it is scaled to zero.
+    scale_down_seconds: float = parse_duration(DEFAULT_SCALE_DOWN_DELAY)
+
+    @property
+    def candidates_ready(self) -> bool:
+        """Every candidate that should run has at least one ready pod."""
+        return not self.unready
+
+    def failure_of(self, variant: str) -> VariantFailure | None:
+        return next((f for f in self.failing if f.variant == variant), None)
 
 
 @dataclass(frozen=True)
@@ -121,6 +191,12 @@ class AnalysisState:
     last_action: str = ""
     last_reason: str = ""
     history: tuple[HistoryEntry, ...] = ()
+    # When the phase became Succeeded or RolledBack: the scale-down delay counts from here.
+    finished_at: float | None = None
+    # Variants scaled to zero replicas after the terminal decision (the losers).
+    scaled_down: tuple[str, ...] = ()
+    # Since when a candidate that should run has had no ready pod (the progress deadline).
+    unready_since: float | None = None
 
     def with_history(self, entry: HistoryEntry) -> AnalysisState:
         return replace(self, history=(*self.history, entry)[-HISTORY_LIMIT:])
@@ -149,6 +225,9 @@ class AnalysisState:
                 {"at": h.at, "action": h.action, "reason": h.reason, "weights": dict(h.weights)}
                 for h in self.history
             ],
+            "finishedAt": self.finished_at,
+            "scaledDown": list(self.scaled_down),
+            "unreadySince": self.unready_since,
         }
 
     @classmethod
@@ -183,6 +262,9 @@ class AnalysisState:
                 )
                 for h in raw.get("history") or []
             ),
+            finished_at=raw.get("finishedAt"),
+            scaled_down=tuple(str(name) for name in raw.get("scaledDown") or ()),
+            unready_since=raw.get("unreadySince"),
         )
 
 

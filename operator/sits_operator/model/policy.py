@@ -41,6 +41,16 @@ class ErrorAction(StrEnum):
     PAUSE = "pause"
 
 
+# The built-in rule for a candidate whose containers the kubelet cannot keep running
+# (CrashLoopBackOff, ImagePullBackOff...): judged from the pods, not from Prometheus, and
+# counted like any rule (status.analysis.breaches, the verdict rows in status.slis). The
+# CRD reserves its name, so no SLI rule can share its counter.
+CONTAINERS_RULE = "containers"
+FAILING_CONTAINERS_SLI = "failing_containers"
+# SITS2026's rollback rule acts after 2 failing periods; a crash loop is held to the same.
+DEFAULT_FAILING_CONTAINER_PERIODS = 2
+
+
 @dataclass(frozen=True)
 class RuleAction:
     type: ActionType
@@ -65,6 +75,14 @@ class Rule:
 
 
 @dataclass(frozen=True)
+class FailingContainers:
+    """spec.failingContainers: what a candidate's failing containers lead to, and when."""
+
+    periods: int = DEFAULT_FAILING_CONTAINER_PERIODS
+    action: ActionType = ActionType.ROLLBACK
+
+
+@dataclass(frozen=True)
 class Policy:
     name: str
     interval_seconds: float
@@ -74,9 +92,25 @@ class Policy:
     no_data_after_seconds: float = 600.0
     on_error: ErrorAction = ErrorAction.FREEZE
     promotion_consecutive_passes: int = 3
+    failing_containers: FailingContainers = FailingContainers()
 
     def min_requests_for(self, rule: Rule) -> int:
         return self.min_requests if rule.min_requests is None else rule.min_requests
+
+    @property
+    def containers_rule(self) -> Rule:
+        """The built-in rule as the breach machinery sees it: the number of a variant's
+        failing containers above 0, for `failingContainers.periods` consecutive periods."""
+        return Rule(
+            name=CONTAINERS_RULE,
+            sli=FAILING_CONTAINERS_SLI,
+            query="",
+            window_seconds=0.0,
+            comparison=Comparison.GT,
+            threshold=0.0,
+            action=RuleAction(self.failing_containers.action),
+            for_periods=self.failing_containers.periods,
+        )
 
 
 def _rule(raw: dict[str, Any]) -> Rule:
@@ -101,6 +135,7 @@ def _rule(raw: dict[str, Any]) -> Rule:
 def parse_policy(name: str, spec: dict[str, Any]) -> Policy:
     """Build a Policy from a SitsPolicy spec (server-side defaults already applied)."""
     no_data = spec.get("noData") or {}
+    containers = spec.get("failingContainers") or {}
     return Policy(
         name=name,
         interval_seconds=parse_duration(spec.get("interval", "1m")),
@@ -110,4 +145,8 @@ def parse_policy(name: str, spec: dict[str, Any]) -> Policy:
         no_data_after_seconds=parse_duration(no_data.get("after", "10m")),
         on_error=ErrorAction((spec.get("onError") or {}).get("action", "freeze")),
         promotion_consecutive_passes=int((spec.get("promotion") or {}).get("consecutivePasses", 3)),
+        failing_containers=FailingContainers(
+            periods=int(containers.get("periods", DEFAULT_FAILING_CONTAINER_PERIODS)),
+            action=ActionType(containers.get("action", ActionType.ROLLBACK.value)),
+        ),
     )

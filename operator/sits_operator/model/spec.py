@@ -195,12 +195,25 @@ class RolloutStep(_Frozen):
     pause: PauseStep | None = None
 
 
+# How long a variant that a decision left without traffic keeps its pods (the candidate
+# after RolledBack, the old stable after Succeeded), like Argo Rollouts'
+# scaleDownDelaySeconds. Argo's 30 s is sized for kube-proxy and ingresses to stop sending
+# short web requests; here the streams already running on the variant must also end, and
+# a long completion streams for one to two minutes at tens of tokens per second. Two
+# minutes covers that and the router applying the weights (seconds), and is short beside
+# a rollout, so a MIG slice idles at most that long.
+DEFAULT_SCALE_DOWN_DELAY = "2m"
+
+
 class Rollout(_Frozen):
     strategy: Strategy = Strategy.CANARY
     steps: tuple[RolloutStep, ...] = ()
     step_weight: int = Field(default=10, alias="stepWeight")
     max_weight: int = Field(default=50, alias="maxWeight")
-    interval: str = "1m"
+    # The least time a weight step lasts; None: each step lasts what the policy needs
+    # (promotion.consecutivePasses periods). core/analysis/period.py reads it.
+    interval: str | None = None
+    scale_down_delay: str = Field(default=DEFAULT_SCALE_DOWN_DELAY, alias="scaleDownDelay")
 
 
 class SecretKeyRef(_Frozen):

@@ -27,13 +27,26 @@ class ConditionType(StrEnum):
     ANALYSIS = "Analysis"
     # Router builtin: do the gateway pods apply the decided weights (core/traffic.py)?
     TRAFFIC_APPLIED = "TrafficApplied"
+    # kstatus (sigs.k8s.io/cli-utils kstatus, Flux, Argo CD's Lua check): the operator is
+    # still converging (True: InProgress), or cannot progress without help (True: Failed).
+    RECONCILING = "Reconciling"
+    STALLED = "Stalled"
 
 
 # Conditions whose True means something is wrong ("abnormal-true", like Unschedulable):
-# turning True is a Warning event, and the phase says Invalid or Degraded.
+# turning True is a Warning event (Reconciling is abnormal-true too, but a rollout that
+# converges is normal: it is QUIET instead).
 ABNORMAL_TRUE = frozenset(
-    {ConditionType.INVALID, ConditionType.UNSCHEDULABLE, ConditionType.CONTAINERS_FAILING}
+    {
+        ConditionType.INVALID,
+        ConditionType.UNSCHEDULABLE,
+        ConditionType.CONTAINERS_FAILING,
+        ConditionType.STALLED,
+    }
 )
+
+# Conditions whose flips get no event of their own: PhaseChanged already tells them.
+QUIET = frozenset({ConditionType.PROGRESSING, ConditionType.RECONCILING})
 
 
 # Conditions whose False means something is wrong: turning False is a Warning event.
@@ -57,6 +70,20 @@ class ConditionReason(StrEnum):
     WEIGHTS_APPLIED = "WeightsApplied"
     GATEWAY_BEHIND = "GatewayBehind"
     GATEWAY_UNAVAILABLE = "GatewayUnavailable"
+    # Analysis condition (handlers/analysis_status.py, handlers/reconcile.py).
+    POLICY_NOT_FOUND = "PolicyNotFound"
+    METRICS_ERROR = "MetricsError"
+    NO_DATA = "NoData"
+    EVALUATING = "Evaluating"
+    # Ready, Reconciling and Stalled (core/kstatus.py); a blocker's own reason otherwise.
+    SUCCEEDED = "Succeeded"
+    ROLLED_BACK = "RolledBack"
+    ROLLOUT_PROGRESSING = "RolloutProgressing"
+    PROMOTING = "Promoting"
+    PAUSED = "Paused"
+    ANALYSIS_PENDING = "AnalysisPending"
+    ANALYSIS_DEGRADED = "AnalysisDegraded"
+    NOT_STALLED = "NotStalled"
 
 
 @dataclass(frozen=True)
@@ -91,3 +118,23 @@ class Condition:
             last_transition_time=str(raw.get("lastTransitionTime", "")),
             observed_generation=gen if isinstance(gen, int) else 0,
         )
+
+
+@dataclass(frozen=True)
+class RolloutSummary:
+    """Where an analysed rollout stands, in words (core/rollout_summary.py).
+
+    `position` says where traffic is ("step 2 of 4 at 40 %", "paused at ...", "rolled
+    back: all traffic on v1"); `progress` what the next move waits for ("1 of 3 passing
+    periods before step 3"). Both come from the stored analysis state only, never from
+    the clock of the pass, so recomputing them between evaluations changes nothing and
+    the reconciler's unchanged-status check still skips the write.
+    """
+
+    phase: Phase
+    position: str
+    progress: str
+
+    @property
+    def text(self) -> str:
+        return f"{self.position}: {self.progress}" if self.progress else self.position

@@ -68,6 +68,8 @@ def describe(result: RuleResult, breach: Breach, now: float) -> str:
 
 
 def _comparison(rule: Rule, judged: Judgement) -> str:
+    if judged.detail:
+        return judged.detail
     value = "no value" if judged.value is None else f"{judged.value:g}"
     head = f"{rule.sli} of {judged.variant} = {value}"
     if judged.reference is None:

@@ -1,11 +1,17 @@
 """`decide`: one evaluation of one SitsDeployment, from observations to a Decision.
 
 The order matters and is the whole contract:
-1. a new candidate revision restarts the analysis (docs/architecture.md section 5);
+1. a new candidate revision restarts the analysis (docs/architecture.md section 5); a
+   spec that only states a terminal outcome (the promoted candidate named stable, a
+   loser removed) is adopted instead (see `identity`);
 2. new manual commands act, each acknowledged once;
-3. terminal phases (Succeeded, RolledBack) do nothing;
+3. terminal phases (Succeeded, RolledBack) only scale their losers down after the delay
+   (see `scaledown`);
 4. a period already counted is not counted again (an operator restart is harmless);
-5. otherwise the period is judged and counted (see `period`).
+5. otherwise the period is judged: the pods first (a candidate past its progress deadline
+   is rolled back; one starting, or beside a failing stable, holds uncounted; its failing
+   containers fail the built-in `containers` rule: see `readiness`), then it is counted
+   (see `period`).
 Steps 1-2 do not count the period; step 1 (and retry) marks it evaluated.
 """
 
@@ -14,18 +20,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from sits_operator.core.analysis import period
+from sits_operator.core.analysis import period, readiness, scaledown
 from sits_operator.core.analysis.commands import apply_commands
+from sits_operator.core.analysis.identity import SpecChange, describe_commit, spec_change
 from sits_operator.core.analysis.outcome import (
     TERMINAL,
     Context,
     Outcome,
-    hold,
     normal,
     to_decision,
     transition,
 )
-from sits_operator.core.analysis.transitions import restart
+from sits_operator.core.analysis.transitions import adopt, restart, scale_down
 from sits_operator.core.analysis.verdicts import judge_rules, rows
 from sits_operator.core.analysis.weights import candidate_weight, current_weights, position_for
 from sits_operator.model.analysis import (
@@ -63,10 +69,14 @@ def decide(
 
 
 def _open(ctx: Context, state: AnalysisState, commands: Mapping[Command, str]) -> Outcome | None:
-    """Restart on a new revision, then apply new commands; None when neither happened."""
+    """Restart on a new revision (or adopt a committed outcome), then apply new commands;
+    None when neither happened."""
     started: Outcome | None = None
-    if state.revision_key != ctx.plan.revision_key:
+    change = spec_change(state, ctx.plan.revision_key)
+    if change is SpecChange.NEW:
         started = restart(ctx, state, *_restart_words(ctx, state))
+    elif change is SpecChange.COMMITTED:
+        started = adopt(ctx, state, *_adopt_words(ctx, state))
     base = started.state if started is not None else _trusted(ctx, state)
     acted = apply_commands(ctx, base, commands)
     if started is None or acted is None:
@@ -79,6 +89,13 @@ def _restart_words(ctx: Context, state: AnalysisState) -> tuple[str, str]:
     if not state.revision_key:
         return f"analysis started for revision {revision}", "AnalysisStarted"
     return f"new revision {revision}: analysis restarted", "AnalysisRestarted"
+
+
+def _adopt_words(ctx: Context, state: AnalysisState) -> tuple[str, str]:
+    outcome = "promotion" if state.phase is AnalysisPhase.SUCCEEDED else "rollback"
+    said = describe_commit(state, ctx.plan.revision_key)
+    reason = f"{said}: the {outcome} is committed; analysis, weights and pods unchanged"
+    return reason, f"{outcome.capitalize()}Committed"
 
 
 def _trusted(ctx: Context, state: AnalysisState) -> AnalysisState:
@@ -97,16 +114,31 @@ def _trusted(ctx: Context, state: AnalysisState) -> AnalysisState:
 
 
 def _terminal(ctx: Context, state: AnalysisState) -> Decision:
-    """Succeeded and RolledBack wait for a new revision or retry; drifted weights are re-set."""
+    """Succeeded and RolledBack wait for a new revision or retry; drifted weights are re-set,
+    and the variants left without traffic are scaled down once the delay has passed."""
+    losers = scaledown.due(state, ctx.plan.scale_down_seconds, ctx.now)
+    if losers:
+        return to_decision(scale_down(ctx, state, losers), ctx.observed)
     reason = f"{state.phase.value}: waiting for a new revision or sits.dev/retry"
     return to_decision(Outcome(state, "none", reason), ctx.observed)
 
 
 def _evaluate(ctx: Context, state: AnalysisState) -> Decision:
-    """Judge and count this period, then take at most one action."""
+    """Judge and count this period, then take at most one action.
+
+    The pods speak before the SLIs (see `readiness`): a candidate past its progress
+    deadline is rolled back, one that is starting or beside a failing stable holds without
+    counting, and a candidate's failing containers fail the built-in `containers` rule.
+    """
     results = judge_rules(ctx.policy, ctx.plan, ctx.observations)
+    results += readiness.containers_results(ctx, state)
     verdicts = rows(results)
-    marked = replace(state, last_period=ctx.period, last_evaluated_at=ctx.now)
+    marked = replace(
+        state,
+        last_period=ctx.period,
+        last_evaluated_at=ctx.now,
+        unready_since=readiness.unready_since(ctx, state),
+    )
     if state.phase is AnalysisPhase.DEGRADED:
         reason = "analysis possible again: back to Progressing (this period not counted)"
         event = normal("Resumed", reason)
@@ -114,8 +146,8 @@ def _evaluate(ctx: Context, state: AnalysisState) -> Decision:
             marked, ctx.now, "resume", reason, event=event, phase=AnalysisPhase.PROGRESSING
         )
         return to_decision(back, ctx.observed, verdicts)
-    if not ctx.plan.candidates_ready:
-        waiting = hold(marked, "candidates not ready: holding, period not counted")
+    waiting = readiness.gate(ctx, marked)
+    if waiting is not None:
         return to_decision(waiting, ctx.observed, verdicts)
     counted = period.bookkeep(ctx, marked, results)
     noted = period.error_events(state, counted, results)

@@ -1,13 +1,17 @@
 """One counted evaluation period: verdicts -> bookkeeping -> at most one action.
 
 Order of precedence in a period: a rule whose breach lasted long enough acts (even during
-a Prometheus error, since its own query succeeded); otherwise an error freezes (or pauses);
+a Prometheus error, since its own query succeeded); otherwise a candidate's failing
+containers hold (they are seen on the pods, so neither an outage nor a data gap may speak
+for them); otherwise an error freezes (or pauses);
 otherwise missing data holds (then the policy's no-data action); otherwise all-pass
-advances; otherwise a young breach holds.
+advances (once the step has also lasted spec.rollout.interval); otherwise a young breach
+holds.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from sits_operator.core.analysis import breaches as breach_rules
@@ -23,7 +27,12 @@ from sits_operator.core.analysis.transitions import (
 from sits_operator.core.analysis.verdicts import RuleResult
 from sits_operator.core.analysis.weights import ABTEST, is_pause_step, pause_duration
 from sits_operator.model.analysis import AnalysisPhase, AnalysisState, Breach, EventNote, Verdict
-from sits_operator.model.policy import ActionType, ErrorAction, NoDataAction
+from sits_operator.model.policy import (
+    CONTAINERS_RULE,
+    ActionType,
+    ErrorAction,
+    NoDataAction,
+)
 
 Results = tuple[RuleResult, ...]
 
@@ -75,6 +84,8 @@ def act(ctx: Context, before: AnalysisState, state: AnalysisState, results: Resu
     verdicts = {r.verdict for r in results}
     if chosen is not None:
         return _rule_action(ctx, state, chosen)
+    if _containers_failing(results):  # seen on the pods: no outage or data gap hides it
+        return hold(state, f"breach not yet long enough: {_failing(ctx, state, results)}")
     if Verdict.ERROR in verdicts:
         return _on_error(ctx, state, results)
     if _missing(results):
@@ -140,9 +151,32 @@ def _on_pass(ctx: Context, state: AnalysisState) -> Outcome:
     if is_pause_step(ctx.plan, state.step_index):
         return _on_pause_step(ctx, state)
     need = ctx.policy.promotion_consecutive_passes
-    if state.consecutive_passes >= need:
-        return advance(ctx, state, f"all SLIs passed {need} consecutive periods")
-    return hold(state, f"all SLIs pass ({state.consecutive_passes} of {need} periods)")
+    if state.consecutive_passes < need:
+        return hold(state, f"all SLIs pass ({state.consecutive_passes} of {need} periods)")
+    left = step_periods_left(ctx, state)
+    if left > 0:
+        interval = f"{ctx.plan.step_seconds:g}s"
+        return hold(
+            state,
+            f"all SLIs passed {need} consecutive periods; a step lasts at least {interval}"
+            f" (spec.rollout.interval): {left} more period{'s' if left > 1 else ''}",
+        )
+    return advance(ctx, state, f"all SLIs passed {need} consecutive periods")
+
+
+def step_periods_left(ctx: Context, state: AnalysisState) -> int:
+    """Periods the current step must still last for spec.rollout.interval (0: none).
+
+    Counted in whole policy periods, the unit every other clock of the analysis uses, so
+    that an evaluation a moment early (timer jitter) never costs one more period: a step
+    entered in period p may advance from period p + ceil(interval / policy interval).
+    """
+    if ctx.plan.step_seconds is None or state.step_started_at is None:
+        return 0
+    period_seconds = max(ctx.policy.interval_seconds, 1e-9)
+    periods = math.ceil(ctx.plan.step_seconds / period_seconds - 1e-9)
+    entered = math.floor(state.step_started_at / period_seconds)
+    return max(0, entered + periods - ctx.period)
 
 
 def _on_pause_step(ctx: Context, state: AnalysisState) -> Outcome:
@@ -155,6 +189,10 @@ def _on_pause_step(ctx: Context, state: AnalysisState) -> Outcome:
     if elapsed >= seconds:
         return advance(ctx, state, f"step {index}: pause of {seconds:g}s over")
     return hold(state, f"step {index}: pause, {seconds - elapsed:g}s left")
+
+
+def _containers_failing(results: Results) -> bool:
+    return any(r.rule.name == CONTAINERS_RULE and r.verdict is Verdict.FAIL for r in results)
 
 
 def _failing(ctx: Context, state: AnalysisState, results: Results) -> str:

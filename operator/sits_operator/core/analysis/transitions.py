@@ -25,6 +25,7 @@ from sits_operator.core.analysis.weights import (
     promotion_weights,
     rollback_weights,
     start_position,
+    variants,
     weights_for,
 )
 from sits_operator.model.analysis import AnalysisPhase, AnalysisState
@@ -49,28 +50,41 @@ def restart(ctx: Context, state: AnalysisState, reason: str, event_reason: str) 
         last_evaluated_at=ctx.now,
         acknowledged=dict(state.acknowledged),
         history=state.history,
+        unready_since=None if ctx.plan.candidates_ready else ctx.now,
     )
     event = normal(event_reason, reason)
     return record(state, fresh, ctx.now, "restart", reason, event=event, force=True)
 
 
-def rollback(ctx: Context, state: AnalysisState, reason: str) -> Outcome:
-    """All traffic to stable; terminal until a new revision or sits.dev/retry."""
+def rollback(
+    ctx: Context, state: AnalysisState, reason: str, *, event_reason: str = "RolledBack"
+) -> Outcome:
+    """All traffic to stable; terminal until a new revision or sits.dev/retry.
+
+    Every variant runs again (a variant scaled down after an earlier decision may be the
+    one that now takes the traffic); the losers are scaled down after the delay. The
+    event's reason may say more than RolledBack (ProgressDeadlineExceeded).
+    """
     return transition(
         state,
         ctx.now,
         "rollback",
         reason,
-        event=warning("RolledBack", reason),
+        event=warning(event_reason, reason),
         phase=AnalysisPhase.ROLLED_BACK,
         weights=rollback_weights(ctx.plan),
         paused_reason="",
         consecutive_passes=0,
+        finished_at=ctx.now,
+        scaled_down=(),
     )
 
 
 def succeed(ctx: Context, state: AnalysisState, reason: str) -> Outcome:
-    """Candidates take all traffic; terminal until a new revision or sits.dev/retry."""
+    """Candidates take all traffic; terminal until a new revision or sits.dev/retry.
+
+    As for rollback, every variant runs again until the scale-down delay has passed.
+    """
     return transition(
         state,
         ctx.now,
@@ -80,6 +94,44 @@ def succeed(ctx: Context, state: AnalysisState, reason: str) -> Outcome:
         phase=AnalysisPhase.SUCCEEDED,
         weights=promotion_weights(ctx.plan),
         paused_reason="",
+        finished_at=ctx.now,
+        scaled_down=(),
+    )
+
+
+def adopt(ctx: Context, state: AnalysisState, reason: str, event_reason: str) -> Outcome:
+    """The spec now states the terminal outcome (core/analysis/identity.py): take its key.
+
+    Phase, counters and every remaining variant's weight stay; variants the spec dropped
+    leave the weights (they had none) and the scaled-down list.
+    """
+    names = variants(ctx.plan)
+    return record(
+        state,
+        replace(
+            state,
+            revision_key=ctx.plan.revision_key,
+            weights={name: state.weights.get(name, 0) for name in names},
+            scaled_down=tuple(name for name in state.scaled_down if name in names),
+        ),
+        ctx.now,
+        "adopt",
+        reason,
+        event=normal(event_reason, reason),
+        force=True,
+    )
+
+
+def scale_down(ctx: Context, state: AnalysisState, names: tuple[str, ...]) -> Outcome:
+    """The losers of the terminal decision go to zero replicas; weights stay."""
+    delay = f"{ctx.plan.scale_down_seconds:g}s"
+    reason = (
+        f"{', '.join(names)} scaled to zero replicas {delay} after {state.phase.value}"
+        " (spec.rollout.scaleDownDelay), freeing its GPU slices; sits.dev/retry scales it back"
+    )
+    after = replace(state, scaled_down=(*state.scaled_down, *names))
+    return record(
+        state, after, ctx.now, "scaleDown", reason, event=normal("ScaledDown", reason), force=True
     )
 
 
@@ -92,7 +144,8 @@ def pause(ctx: Context, state: AnalysisState, reason: str, *, by_hand: bool = Fa
 
 
 def resume(ctx: Context, state: AnalysisState, reason: str) -> Outcome:
-    """Back to Progressing with a clean slate: no breaches, no pass streak, no no-data clock."""
+    """Back to Progressing with a clean slate: no breaches, no pass streak, no no-data clock,
+    and the progress deadline counts again from now (as in Argo Rollouts)."""
     return transition(
         state,
         ctx.now,
@@ -104,6 +157,7 @@ def resume(ctx: Context, state: AnalysisState, reason: str) -> Outcome:
         no_data_since=None,
         breaches={},
         consecutive_passes=0,
+        unready_since=None if ctx.plan.candidates_ready else ctx.now,
     )
 
 

@@ -34,6 +34,9 @@ class Judgement:
     verdict: Verdict
     value: float | None = None
     reference: float | None = None
+    # Words that replace "<sli> = <value> <cmp> <reference>" where numbers say too little
+    # (the built-in containers rule: the kubelet's reason and vLLM's last words).
+    detail: str = ""
 
 
 @dataclass(frozen=True)

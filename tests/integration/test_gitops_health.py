@@ -1,0 +1,134 @@
+"""Health as Argo CD and Flux read it, over statuses recorded from real rollouts.
+
+The analysis scenarios' set-up (real operator, real apiserver, real Prometheus scraping
+synthetic request metrics, tests/integration/test_analysis.py): each test polls the whole
+SitsDeployment while a rollout moves and runs the chart's Argo CD check
+(charts/sits-operator/argocd/health.lua) with a real Lua interpreter, and the kstatus
+reading, over every object seen.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.integration import test_analysis as scenarios
+from tests.integration.test_analysis import HEALTHY, Scenario
+from tests.unit.test_argocd_health import argocd_health, kstatus
+
+from sits_localcluster.synthetic import Profile
+
+pytestmark = pytest.mark.cluster
+
+# The analysis scenarios' fixtures (traffic and prometheus come from conftest.py).
+capacity = scenarios.capacity
+operator = scenarios.operator
+scenario = scenarios.scenario
+
+
+@dataclass(frozen=True)
+class Seen:
+    phase: str
+    argocd: str
+    kstatus: str
+    message: str
+    conditions: dict[str, dict[str, Any]]
+
+
+class Recorder:
+    """Polls the SitsDeployment and reads each distinct status as the tools would."""
+
+    def __init__(self, scenario: Scenario, tmp_path: Path) -> None:
+        self.scenario, self.tmp_path = scenario, tmp_path
+        self.seen: list[Seen] = []
+
+    def poll(self) -> Seen:
+        out = self.scenario.cluster.kubectl(
+            "get", "sitsd", "chat", "-n", self.scenario.ns, "-o", "json"
+        )
+        obj = json.loads(out.stdout)
+        status = obj.get("status") or {}
+        health, _ = argocd_health(obj, self.tmp_path)
+        seen = Seen(
+            str(status.get("phase")),
+            health,
+            kstatus(obj),
+            str(status.get("message", "")),
+            {c["type"]: c for c in status.get("conditions", [])},
+        )
+        if not self.seen or self.seen[-1] != seen:
+            self.seen.append(seen)
+        return seen
+
+    def until(self, what: str, check: Any, timeout: float = 120) -> Seen:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            seen = self.poll()
+            if check(seen):
+                return seen
+            time.sleep(0.4)
+        pytest.fail(f"timed out waiting for {what}; seen: {self.summary()}")
+
+    def summary(self) -> list[tuple[str, str, str, str]]:
+        return [(s.phase, s.argocd, s.kstatus, s.message) for s in self.seen]
+
+
+def test_healthy_rollout_is_progressing_then_healthy(scenario: Scenario, tmp_path: Path) -> None:
+    scenario.start(HEALTHY)
+    record = Recorder(scenario, tmp_path)
+    done = record.until("Succeeded", lambda s: s.phase == "Succeeded")
+    assert (done.argocd, done.kstatus) == ("Healthy", "Current"), record.summary()
+    assert done.conditions["Ready"]["reason"] == "Succeeded"
+    assert done.message.startswith("succeeded: all traffic on v2"), done.message
+    moving = [s for s in record.seen if s.phase in ("Progressing", "Promoting")]
+    assert moving, record.summary()
+    assert {(s.argocd, s.kstatus) for s in moving} == {("Progressing", "InProgress")}
+    assert "Degraded" not in {s.argocd for s in record.seen}, record.summary()
+    steps = [s.message for s in moving if re.match(r"step \d of 2 at \d+ %: ", s.message)]
+    assert steps, record.summary()
+    assert all(s.message for s in record.seen), "status.message is never empty"
+
+
+def test_rolled_back_rollout_is_degraded_and_stalled(scenario: Scenario, tmp_path: Path) -> None:
+    scenario.start(Profile(rps=40, error_ratio=0.10, latency_ms=60))
+    record = Recorder(scenario, tmp_path)
+    done = record.until("RolledBack", lambda s: s.phase == "RolledBack")
+    assert (done.argocd, done.kstatus) == ("Degraded", "Failed"), record.summary()
+    stalled = done.conditions["Stalled"]
+    assert (stalled["status"], stalled["reason"]) == ("True", "RolledBack")
+    assert done.conditions["Ready"]["status"] == "False"
+    assert done.message.startswith("rolled back: all traffic on v1: success-rate"), done.message
+    assert done.message.endswith("waiting for a new revision or sits.dev/retry")
+
+
+def test_paused_rollout_is_suspended_until_resumed(scenario: Scenario, tmp_path: Path) -> None:
+    scenario.start(HEALTHY, stepWeight=10, maxWeight=90)
+    record = Recorder(scenario, tmp_path)
+    record.until("the first step", lambda s: s.message.startswith("step 1 of 9 at 10 %"))
+    scenario.annotate("pause", "1")
+    paused = record.until("Paused", lambda s: s.phase == "Paused", timeout=20)
+    assert (paused.argocd, paused.kstatus) == ("Suspended", "InProgress")
+    pattern = r"paused at step \d of 9 at \d+ %: paused by sits.dev/pause=1; waiting for"
+    assert re.match(pattern, paused.message), paused.message
+    scenario.annotate("resume", "1")
+    resumed = record.until("Progressing", lambda s: s.phase == "Progressing", timeout=20)
+    assert resumed.argocd == "Progressing"
+
+
+def test_candidate_without_traffic_says_what_data_is_missing(
+    scenario: Scenario, tmp_path: Path
+) -> None:
+    scenario.start(Profile(rps=0))
+    record = Recorder(scenario, tmp_path)
+    waiting = record.until("waiting for data", lambda s: "waiting for data: " in s.message)
+    assert re.search(r"v2 (has \d+ of 5 requests|has no value)|no series for v2", waiting.message)
+    assert (waiting.argocd, waiting.kstatus) == ("Progressing", "InProgress")
+    assert waiting.conditions["Analysis"]["reason"] == "NoData"
+    # The fast policy's noData: pause after 12 s: a paused rollout waits for a person.
+    paused = record.until("Paused", lambda s: s.phase == "Paused", timeout=60)
+    assert paused.argocd == "Suspended"
