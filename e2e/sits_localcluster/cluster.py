@@ -238,6 +238,7 @@ class LocalCluster:
         control_plane = [c.name for c in self._control_plane()]
         if all(self._alive(n) for n in control_plane) and self.readyz()[0]:
             start = time.monotonic()
+            nodenet.ensure_block_guard(self.state_dir)
             bootstrap.ensure_gpu_nodes(self.api())
             if self.node:
                 self._ensure_node()
@@ -415,6 +416,7 @@ class LocalCluster:
         # Only this apiserver's jump when another cluster's node shares the guard chain;
         # otherwise every jump (a listener the live stack guarded and left) and the chain.
         nodenet.remove_apiserver_guard(self.ports.apiserver if shared else None)
+        nodenet.release_block_guard(self.state_dir)
 
     def leftovers(self) -> list[str]:
         """What of the cluster is still on the host after ``down`` (tests check it is [])."""
@@ -438,6 +440,7 @@ class LocalCluster:
         self._prepare_files(layout)
         try:
             nodenet.ensure_apiserver_guard(self.ports.apiserver)
+            nodenet.ensure_block_guard(self.state_dir)
             self._start_and_wait([comps["etcd"]], ETCD_TIMEOUT)
             self._start_and_wait([comps["kube-apiserver"]], APISERVER_TIMEOUT)
             rest = ("kube-controller-manager", "kube-scheduler", "kwok")

@@ -18,6 +18,7 @@ The guards:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import subprocess
@@ -195,15 +196,62 @@ def setup(state_dir: Path) -> None:
 
 
 def teardown(state_dir: Path) -> None:
-    """Remove the routes, the veths left on the bridge, the bridge; restore sysctls."""
+    """Remove the routes, the veths left on the bridge, the bridge; restore sysctls. The
+    block's ``unreachable`` route stays while a cluster still holds the block guard."""
     _run("ip", "route", "del", network.SERVICE_CIDR, check=False)
-    _run("ip", "route", "del", "unreachable", network.BLOCK, check=False)
+    if not block_guard_users():
+        _run("ip", "route", "del", "unreachable", network.BLOCK, check=False)
     for veth in bridge_ports():
         _run("ip", "link", "del", veth, check=False)
     if link_exists(network.BRIDGE):
         _run("ip", "link", "del", network.BRIDGE)
     _restore_sysctls(state_dir / "sysctls-before.json")
     _remove_fixed_paths(state_dir / "fixed-paths-created.json")
+
+
+#: One file per running cluster (named by a digest of its state dir) that holds the guard.
+BLOCK_GUARD_USERS = Path("/run/sits-block-guard")
+
+
+def block_guard_users() -> list[str]:
+    """State dirs of the clusters holding the block guard (entries of removed dirs pruned)."""
+    if not BLOCK_GUARD_USERS.is_dir():
+        return []
+    users = []
+    for entry in BLOCK_GUARD_USERS.iterdir():
+        state_dir = entry.read_text().strip()
+        if Path(state_dir).is_dir():
+            users.append(state_dir)
+        else:
+            entry.unlink(missing_ok=True)
+    return users
+
+
+def _guard_entry(state_dir: Path) -> Path:
+    return BLOCK_GUARD_USERS / hashlib.sha256(str(state_dir).encode()).hexdigest()[:16]
+
+
+def ensure_block_guard(state_dir: Path) -> None:
+    """The block is ``unreachable`` on the host for as long as a cluster runs, node or not.
+
+    Why also without the real node: kwok gives pods fake addresses in the block, and the
+    operator connects to them (it reads the gateway pods' routing); without the route such
+    a connection follows the default route out of the machine instead of failing here.
+    """
+    BLOCK_GUARD_USERS.mkdir(parents=True, exist_ok=True)
+    _guard_entry(state_dir).write_text(str(state_dir))
+    _run("ip", "route", "replace", "unreachable", network.BLOCK)
+
+
+def release_block_guard(state_dir: Path) -> None:
+    """This cluster no longer needs the guard; the route goes with the last holder (and
+    only when no real node, whose pods are in the block, is on the host)."""
+    _guard_entry(state_dir).unlink(missing_ok=True)
+    if block_guard_users() or link_exists(network.BRIDGE):
+        return
+    _run("ip", "route", "del", "unreachable", network.BLOCK, check=False)
+    if BLOCK_GUARD_USERS.is_dir() and not any(BLOCK_GUARD_USERS.iterdir()):
+        BLOCK_GUARD_USERS.rmdir()
 
 
 def bridge_ports() -> list[str]:

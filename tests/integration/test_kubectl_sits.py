@@ -176,7 +176,8 @@ def test_abort_sets_the_annotation_the_operator_acts_on(rollout: Rollout) -> Non
     assert status["analysis"]["acknowledged"][Command.ABORT.value] == value
     explained = rollout.sits("explain", "chat")
     assert explained.returncode == 0, explained.stderr
-    assert f"Followed:   the annotation {key}={value}" in explained.stdout, explained.stdout
+    followed = " ".join(explained.stdout.split())
+    assert f"Followed: the annotation {key}={value}" in followed, explained.stdout
     assert f"kubectl sits retry chat -n {rollout.ns}" in explained.stdout
 
     retried = rollout.sits("retry", "chat")

@@ -137,7 +137,10 @@ def test_example_becomes_running_pods_on_fake_mig_nodes(kube: Kube) -> None:
     vllm = pod_spec["containers"][0]
     assert vllm["resources"]["limits"]["nvidia.com/mig-1g.10gb"] == "1"
     assert vllm["args"][:4] == ["--model", "Qwen/Qwen3-1.7B", "--served-model-name", "chat"]
-    assert "--revision" not in vllm["args"], "revision is the rollout's label, not a git ref"
+    # vLLM's --revision is the model's git ref (modelRevision), never the rollout's label.
+    revision = vllm["args"][vllm["args"].index("--revision") + 1]
+    assert revision == EXAMPLE["spec"]["variants"][1]["modelRevision"] == "main"
+    assert "qwen3-1.7b" not in vllm["args"]
     assert vllm["terminationMessagePolicy"] == "FallbackToLogsOnError"
     assert vllm["startupProbe"]["periodSeconds"] * vllm["startupProbe"]["failureThreshold"] >= (
         15 * 60
