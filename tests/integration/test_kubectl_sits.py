@@ -135,7 +135,9 @@ def test_help_through_kubectl() -> None:
 
 def test_get_json_is_the_object_and_the_tree_shows_the_rollout(rollout: Rollout) -> None:
     rollout.start()
-    status = rollout.watch.until("the first step", lambda s: s.get("candidateWeight") == 25)
+    status = rollout.watch.until(
+        "the first judged period", lambda s: s.get("candidateWeight") == 25 and s.get("slis")
+    )
     got = rollout.sits("get", "chat", "-o", "json")
     assert got.returncode == 0, got.stderr
     shown = json.loads(got.stdout)
