@@ -19,9 +19,13 @@ test:
 	$(VENV)/python -m pytest tests/unit -q
 	@scripts/setup.sh
 	$(VENV)/python -m pytest tests/integration -m "not live"
+	@# The live scenarios in a session of their own: the first session's host vLLM servers
+	@# are gone by then, so four vLLM pods, their sidecars and gateways get the memory.
+	$(VENV)/python -m pytest tests/integration -m live
 
-# The live scenarios (tests/integration/test_live_rollouts.py: four vLLM pods, four gateway
-# pods, the operator from its chart, Prometheus, real traffic), in a session of their own.
+# The live scenarios alone (tests/integration/test_live_rollouts.py: four vLLM pods, four
+# gateway pods, the operator from its chart, Prometheus, real traffic); `make test` runs them
+# last, in a session of their own.
 live: setup
 	$(VENV)/python -m pytest tests/integration -m live
 
