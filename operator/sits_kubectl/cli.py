@@ -13,8 +13,7 @@ from dataclasses import dataclass
 
 from sits_kubectl.commands import EFFECTS
 from sits_kubectl.connection import Connection
-from sits_kubectl.view import command_annotation
-from sits_operator.model.analysis import Command
+from sits_operator.model.analysis import Command, command_annotation
 
 GET, EXPLAIN = "get", "explain"
 OUTPUTS = ("json", "yaml")

@@ -11,8 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sits_kubectl.view import command_annotation
-from sits_operator.model.analysis import Command
+from sits_operator.model.analysis import Command, command_annotation
 
 # What the operator does with each (README, "Manual control").
 EFFECTS: dict[Command, str] = {

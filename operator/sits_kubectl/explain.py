@@ -20,9 +20,8 @@ from sits_kubectl.view import (
     action_text,
     breach_text,
     candidate_values,
-    command_annotation,
 )
-from sits_operator.model.analysis import AnalysisState, Command
+from sits_operator.model.analysis import AnalysisState, Command, command_annotation
 from sits_operator.model.durations import format_duration
 from sits_operator.model.policy import Policy, Rule
 from sits_operator.model.status import Phase

@@ -14,10 +14,10 @@ from typing import Any
 from sits_kubectl.snapshot import Obj, Snapshot
 from sits_kubectl.text import parse_time
 from sits_operator.core.naming import LABEL_COMPONENT, LABEL_VARIANT, Component
-from sits_operator.model.analysis import AnalysisState, Command
+from sits_operator.model.analysis import AnalysisState, Command, command_annotation
 from sits_operator.model.mig import RESOURCE_PREFIX
 from sits_operator.model.policy import ActionType, CompareTo, Comparison, Policy, Rule, parse_policy
-from sits_operator.model.spec import API_GROUP, SitsDeploymentSpec, Strategy, parse_spec
+from sits_operator.model.spec import SitsDeploymentSpec, Strategy, parse_spec
 from sits_operator.model.status import ABNORMAL_FALSE, ABNORMAL_TRUE, ConditionType
 
 DECISIONS_SHOWN = 5
@@ -121,11 +121,6 @@ def candidate_values(view: RolloutView) -> str:
     if view.candidate_p95 is not None:
         parts.append(f"p95 {view.candidate_p95:g} ms")
     return f"{view.candidate}: {', '.join(parts)}" if parts and view.candidate else ""
-
-
-def command_annotation(command: Command) -> str:
-    """`sits.dev/<command>`: the operator's annotations are in its API group's domain."""
-    return f"{API_GROUP}/{command.value}"
 
 
 def build(snapshot: Snapshot) -> RolloutView:

@@ -28,13 +28,12 @@ from tests.integration.analysis_env import (
 )
 from tests.integration.operator_process import OperatorProcess, running_operator
 
-from sits_kubectl.view import command_annotation
 from sits_localcluster.cluster import KUBECTL
 from sits_localcluster.helm import service_account_kubeconfig
 from sits_localcluster.nodes import GpuNodeSpec
 from sits_localcluster.prometheus import LocalPrometheus
 from sits_localcluster.synthetic import Profile, SyntheticServer
-from sits_operator.model.analysis import Command
+from sits_operator.model.analysis import Command, command_annotation
 from sits_operator.model.spec import API_GROUP, PLURAL
 from sits_operator.model.status import Phase
 

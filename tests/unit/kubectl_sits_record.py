@@ -19,7 +19,6 @@ from typing import Any
 
 import yaml
 
-from sits_kubectl.view import command_annotation
 from sits_operator.adapters.kube import NoopKubeWriter
 from sits_operator.adapters.prometheus import Target
 from sits_operator.adapters.routers import NoopRouter, TrafficRouter
@@ -35,7 +34,7 @@ from sits_operator.core.naming import (
 from sits_operator.core.render import render_children
 from sits_operator.handlers.analysis import Analyzer
 from sits_operator.handlers.reconcile import Reconciler
-from sits_operator.model.analysis import Command, RuleSamples, Sample
+from sits_operator.model.analysis import Command, RuleSamples, Sample, command_annotation
 from sits_operator.model.observed import (
     ObservedContainer,
     ObservedDeployment,

@@ -14,8 +14,7 @@ from rich.console import Console
 
 from sits_kubectl.app import main, run
 from sits_kubectl.cli import parse
-from sits_kubectl.view import command_annotation
-from sits_operator.model.analysis import Command
+from sits_operator.model.analysis import Command, command_annotation
 from tests.unit.kubectl_sits_apiserver import FakeApiserver, changed
 from tests.unit.kubectl_sits_apiserver import apiserver as apiserver  # the fixture
 

@@ -17,9 +17,8 @@ import pytest
 
 from sits_kubectl.connection import Connection
 from sits_kubectl.kube import KubeError, Session, open_session
-from sits_kubectl.view import command_annotation
 from sits_operator.core.naming import LABEL_DEPLOYMENT
-from sits_operator.model.analysis import Command
+from sits_operator.model.analysis import Command, command_annotation
 from sits_operator.model.spec import API_GROUP, API_VERSION, PLURAL
 from tests.unit.kubectl_sits_apiserver import BASE, NS, FakeApiserver, changed
 from tests.unit.kubectl_sits_apiserver import apiserver as apiserver  # the fixture

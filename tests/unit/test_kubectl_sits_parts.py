@@ -13,9 +13,9 @@ from sits_kubectl.commands import EFFECTS, command_value, confirmation, patch_bo
 from sits_kubectl.messages import Call, apiserver_message, refusal
 from sits_kubectl.output import document
 from sits_kubectl.text import age, number
-from sits_kubectl.view import breach_text, build, command_annotation, pod_row, strategy_text
+from sits_kubectl.view import breach_text, build, pod_row, strategy_text
 from sits_operator.core.naming import LABEL_VARIANT
-from sits_operator.model.analysis import Command
+from sits_operator.model.analysis import Command, command_annotation
 from sits_operator.model.policy import (
     ActionType,
     CompareTo,

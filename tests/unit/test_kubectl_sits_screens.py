@@ -11,8 +11,8 @@ import pytest
 from sits_kubectl import explain_screen, get_screen
 from sits_kubectl.explain import Trigger, explain
 from sits_kubectl.snapshot import Snapshot
-from sits_kubectl.view import build, command_annotation
-from sits_operator.model.analysis import AnalysisState, Command
+from sits_kubectl.view import build
+from sits_operator.model.analysis import AnalysisState, Command, command_annotation
 from tests.unit.kubectl_sits_fixtures import RECORDED, recorded, snapshot, text
 
 PAUSE, ABORT = command_annotation(Command.PAUSE), command_annotation(Command.ABORT)

@@ -22,17 +22,19 @@ from sits_operator.core.analysis.weights import (
 from sits_operator.model.analysis import (
     AnalysisPhase,
     AnalysisState,
+    Command,
     Decision,
     RolloutPlan,
     RuleSamples,
     Sample,
     Verdict,
+    command_annotation,
 )
 from sits_operator.model.durations import format_duration
 from sits_operator.model.policy import CONTAINERS_RULE, CompareTo, Policy, Rule
 from sits_operator.model.status import ConditionReason, Phase, RolloutSummary
 
-RESUME = "sits.dev/resume"
+RESUME = command_annotation(Command.RESUME)
 AnalysisCondition = tuple[bool, str, str]
 
 

@@ -19,10 +19,11 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from sits_operator.adapters.kube import create_event
+from sits_operator.model.analysis import Command, command_annotation
 from sits_operator.model.spec import API_GROUP, API_VERSION, PLURAL
 
 log = logging.getLogger("sits_operator.alerts")
-ABORT_ANNOTATION = "sits.dev/abort"
+ABORT_ANNOTATION = command_annotation(Command.ABORT)
 PATH = "/api/v1/alerts"
 MAX_BODY = 1 << 20
 

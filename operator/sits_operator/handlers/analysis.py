@@ -23,13 +23,18 @@ from sits_operator.core.analysis import decide
 from sits_operator.core.metric_source import metric_source
 from sits_operator.core.rollout_plan import build_plan
 from sits_operator.handlers import metrics
-from sits_operator.model.analysis import AnalysisState, Command, Decision, RuleSamples
+from sits_operator.model.analysis import (
+    AnalysisState,
+    Command,
+    Decision,
+    RuleSamples,
+    command_annotation,
+)
 from sits_operator.model.observed import ObservedState
 from sits_operator.model.policy import Policy, parse_policy
 from sits_operator.model.spec import ObjectRef, SitsDeploymentSpec
 
 log = logging.getLogger("sits_operator.analysis")
-ANNOTATION_PREFIX = "sits.dev/"
 ProviderFactory = Callable[[str | None, dict[str, str] | None], MetricsProvider]
 RouterFactory = Callable[[str, client.ApiClient | None], TrafficRouter]
 
@@ -38,7 +43,7 @@ def commands_from(annotations: Mapping[str, str]) -> dict[Command, str]:
     """Manual commands set as annotations sits.dev/<command>: <any value>."""
     found = {}
     for command in Command:
-        value = annotations.get(ANNOTATION_PREFIX + command.value)
+        value = annotations.get(command_annotation(command))
         if value is not None:
             found[command] = value
     return found

@@ -14,7 +14,12 @@ from enum import StrEnum
 from typing import Any
 
 from sits_operator.model.durations import parse_duration
-from sits_operator.model.spec import DEFAULT_SCALE_DOWN_DELAY, DEFAULT_STARTUP_TIMEOUT, Role
+from sits_operator.model.spec import (
+    API_GROUP,
+    DEFAULT_SCALE_DOWN_DELAY,
+    DEFAULT_STARTUP_TIMEOUT,
+    Role,
+)
 
 HISTORY_LIMIT = 20
 # The progress deadline is the candidates' startupTimeout plus this: the kubelet's startup
@@ -47,6 +52,11 @@ class Command(StrEnum):
     PAUSE = "pause"
     RESUME = "resume"
     RETRY = "retry"
+
+
+def command_annotation(command: Command) -> str:
+    """`sits.dev/<command>`: the operator's annotations are in its API group's domain."""
+    return f"{API_GROUP}/{command.value}"
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,12 @@ from sits_operator.core.analysis.transitions import (
     rollback,
     succeed,
 )
-from sits_operator.model.analysis import AnalysisPhase, AnalysisState, Command
+from sits_operator.model.analysis import (
+    AnalysisPhase,
+    AnalysisState,
+    Command,
+    command_annotation,
+)
 
 ORDER = (Command.RETRY, Command.PAUSE, Command.RESUME, Command.PROMOTE, Command.ABORT)
 
@@ -46,7 +51,7 @@ def apply_commands(
     for cmd, value in pending(state, commands):
         current = state if outcome is None else outcome.state
         acked = replace(current, acknowledged={**current.acknowledged, cmd.value: value})
-        step = _HANDLERS[cmd](ctx, acked, f"sits.dev/{cmd.value}={value}")
+        step = _HANDLERS[cmd](ctx, acked, f"{command_annotation(cmd)}={value}")
         outcome = step if outcome is None else outcome.then(step)
     return outcome
 
