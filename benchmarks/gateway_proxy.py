@@ -116,15 +116,17 @@ def render_nginx_config(tmp: Path, port: int, upstreams: Sequence[tuple[int, int
         "worker_processes 1;\ndaemon off;\nmaster_process on;\n"
         f"pid {tmp / 'nginx.pid'};\nerror_log {tmp / 'nginx-error.log'} warn;\n"
         "events { worker_connections 4096; }\n"
-        "http {\n  access_log off;\n" + temps
-        + "  upstream variants {\n" + servers
+        "http {\n  access_log off;\n"
+        + temps
+        + "  upstream variants {\n"
+        + servers
         + "    keepalive 128;\n    keepalive_requests 1000000;\n  }\n"
         f"  server {{\n    listen {HOST}:{port} backlog=1024;\n"
         "    keepalive_requests 1000000;\n"
         "    location / {\n      proxy_pass http://variants;\n"
-        "      proxy_http_version 1.1;\n      proxy_set_header Connection \"\";\n"
+        '      proxy_http_version 1.1;\n      proxy_set_header Connection "";\n'
         "    }\n  }\n}\n"
-    )  # fmt: skip
+    )
 
 
 def routes_document(upstreams: Sequence[tuple[str, int, int]]) -> dict[str, Any]:
@@ -183,9 +185,18 @@ def wait_ready(procs: Processes, name: str, proc: subprocess.Popen[bytes], url: 
 def run_wrk(
     port: int, seconds: float, connections: int, cpus: Sequence[int], script: Path
 ) -> WrkResult:
-    argv = [*pinned(cpus, NICE), "wrk", "-t1", f"-c{connections}",
-            f"-d{max(1, round(seconds))}s", "--timeout", "5s", "-s", str(script),
-            f"http://{HOST}:{port}{PATH}"]  # fmt: skip
+    argv = [
+        *pinned(cpus, NICE),
+        "wrk",
+        "-t1",
+        f"-c{connections}",
+        f"-d{max(1, round(seconds))}s",
+        "--timeout",
+        "5s",
+        "-s",
+        str(script),
+        f"http://{HOST}:{port}{PATH}",
+    ]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 30, check=True)
     return parse_wrk(done.stdout)
 
@@ -217,13 +228,17 @@ def _facts() -> dict[str, Any]:
     wrk = subprocess.run(["wrk", "--version"], capture_output=True, text=True, timeout=10)
     model = [ln for ln in Path("/proc/cpuinfo").read_text().splitlines() if "model name" in ln]
     facts: dict[str, Any] = {
-        "cores": os.cpu_count(), "kernel": platform.release(), "load_before": os.getloadavg(),
+        "cores": os.cpu_count(),
+        "kernel": platform.release(),
+        "load_before": os.getloadavg(),
         "model": model[0].split(":", 1)[1].strip() if model else platform.processor(),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "nginx": nginx.stderr.strip().removeprefix("nginx version: "),
         "wrk": (wrk.stdout or wrk.stderr).splitlines()[0].split(" Copyright")[0],
-        "python": platform.python_version(), "aiohttp": "?", "uvloop": "?",
-    }  # fmt: skip
+        "python": platform.python_version(),
+        "aiohttp": "?",
+        "uvloop": "?",
+    }
     for dist in ("aiohttp", "uvloop"):
         with contextlib.suppress(metadata.PackageNotFoundError):
             facts[dist] = metadata.version(dist)
@@ -235,8 +250,17 @@ def start_all(procs: Processes, tmp: Path, proxy: list[int], load: list[int]) ->
     ports = {name: free_port(HOST) for name, _ in WEIGHTS}
     pids: dict[str, int] = {}
     for name, _ in WEIGHTS:
-        argv = [sys.executable, "-m", "sits_inference_testing.stub", "--host", HOST,
-                "--port", str(ports[name]), "--name", name]  # fmt: skip
+        argv = [
+            sys.executable,
+            "-m",
+            "sits_inference_testing.stub",
+            "--host",
+            HOST,
+            "--port",
+            str(ports[name]),
+            "--name",
+            name,
+        ]
         proc = procs.start(f"stub-{name}", argv, load)
         wait_ready(procs, f"stub-{name}", proc, f"http://{HOST}:{ports[name]}/health")
         pids[name] = proc.pid
@@ -244,8 +268,19 @@ def start_all(procs: Processes, tmp: Path, proxy: list[int], load: list[int]) ->
     routes = tmp / "routes.json"
     routes.write_text(json.dumps(routes_document(upstreams)))
     gw_port = free_port(HOST)
-    argv = [sys.executable, "-m", "sits_inference.gateway", "--routes-file", str(routes),
-            "--host", HOST, "--port", str(gw_port), "--log-level", "WARNING"]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "sits_inference.gateway",
+        "--routes-file",
+        str(routes),
+        "--host",
+        HOST,
+        "--port",
+        str(gw_port),
+        "--log-level",
+        "WARNING",
+    ]
     gateway = procs.start("gateway", argv, proxy)
     wait_ready(procs, "gateway", gateway, f"http://{HOST}:{gw_port}{PATH}")
     ng_port = free_port(HOST)
@@ -284,8 +319,9 @@ def realtime(procs: Processes) -> bool:
     return True
 
 
-def closed_loop(rows: list[Row], args: argparse.Namespace, tmp: Path, proxy: list[int],
-                load: list[int]) -> None:  # fmt: skip
+def closed_loop(
+    rows: list[Row], args: argparse.Namespace, tmp: Path, proxy: list[int], load: list[int]
+) -> None:
     """``--wrk-rounds`` rounds of wrk over the three paths in turn, each after 1 s warm-up."""
     script = tmp / "post.lua"
     script.write_text(wrk_script(BODY))
@@ -295,8 +331,11 @@ def closed_loop(rows: list[Row], args: argparse.Namespace, tmp: Path, proxy: lis
         with cpu_meter(family(row.pid), load if row.name == "direct" else proxy, load) as cpu:
             got = run_wrk(row.port, seconds, args.connections, load, script)
         row.wrk.append((got, cpu))
-        print(f"  wrk round {rnd + 1} {row.label}: {got.rps:,.0f} requests/s, CPU"
-              f" {cpu['proxy']:.2f}, load side busy {cpu['load']:.0%}", flush=True)  # fmt: skip
+        print(
+            f"  wrk round {rnd + 1} {row.label}: {got.rps:,.0f} requests/s, CPU"
+            f" {cpu['proxy']:.2f}, load side busy {cpu['load']:.0%}",
+            flush=True,
+        )
 
 
 def open_loop_rounds(rows: list[Row], args: argparse.Namespace, probe: StallProbe) -> None:
@@ -308,15 +347,25 @@ def open_loop_rounds(rows: list[Row], args: argparse.Namespace, probe: StallProb
         payload = post_request(HOST, row.port, PATH, BODY)
         for attempt in range(3):
             since = time.monotonic()
-            part = run_open_loop(HOST, row.port, payload, rate=args.rate, seconds=seconds,
-                                 warmup=args.warmup, label=variant_of)  # fmt: skip
+            part = run_open_loop(
+                HOST,
+                row.port,
+                payload,
+                rate=args.rate,
+                seconds=seconds,
+                warmup=args.warmup,
+                label=variant_of,
+            )
             worst = max(probe.stalls(since, time.monotonic()), default=0.0)
             row.every.merge(part)
             row.worst_stall_ms = max(row.worst_stall_ms, worst)
             lat = part.latencies_ms
-            print(f"  open-loop round {rnd + 1} {row.label}: p50 {percentile(lat, 50):.3f} ms,"
-                  f" p99 {percentile(lat, 99):.3f} ms, errors {part.errors + part.late},"
-                  f" machine stall {worst:.1f} ms", flush=True)  # fmt: skip
+            print(
+                f"  open-loop round {rnd + 1} {row.label}: p50 {percentile(lat, 50):.3f} ms,"
+                f" p99 {percentile(lat, 99):.3f} ms, errors {part.errors + part.late},"
+                f" machine stall {worst:.1f} ms",
+                flush=True,
+            )
             if worst < args.stall_ms:
                 row.load.merge(part)
                 break
@@ -364,13 +413,19 @@ def _cells(row: Row, p: tuple[float, float], add: tuple[float, float]) -> list[s
     split = " / ".join(f"{got.get(name, 0.0):.1f}" for name, _ in WEIGHTS)
     bad = sum(w.bad for w, _ in row.wrk) + row.every.errors + row.every.late
     return [
-        row.label, f"{best.rps:,.0f}", f"{cpu['proxy']:.2f}" + (" (stub)" if direct else ""),
+        row.label,
+        f"{best.rps:,.0f}",
+        f"{cpu['proxy']:.2f}" + (" (stub)" if direct else ""),
         f"{best.rps / max(cpu['proxy'], 1e-9):,.0f}",
-        "-" if direct else f"{cpu['other']:.2f}", f"{cpu['load']:.0%}",
-        f"{p[0]:.3f} ms", f"{p[1]:.3f} ms",
-        "-" if direct else f"{add[0]:.3f} ms", "-" if direct else f"{add[1]:.3f} ms",
-        str(bad), "v1 only" if direct else split,
-    ]  # fmt: skip
+        "-" if direct else f"{cpu['other']:.2f}",
+        f"{cpu['load']:.0%}",
+        f"{p[0]:.3f} ms",
+        f"{p[1]:.3f} ms",
+        "-" if direct else f"{add[0]:.3f} ms",
+        "-" if direct else f"{add[1]:.3f} ms",
+        str(bad),
+        "v1 only" if direct else split,
+    ]
 
 
 def _added(rows: list[Row], every: bool) -> dict[str, tuple[float, float, float, float]]:
@@ -384,40 +439,63 @@ def _added(rows: list[Row], every: bool) -> dict[str, tuple[float, float, float,
 def report(rows: list[Row], facts: dict[str, Any], args: argparse.Namespace) -> str:
     """The docs/benchmarks.md section: facts, method, table, ratios, verdict, command."""
     by, a, raw = {row.name: row for row in rows}, _added(rows, False), _added(rows, True)
-    head = ["path", "requests/s, 1 core", "its CPU", "per full core", "others on its core",
-            "load side busy", f"p50 at {args.rate:g}/s", "p99", "added p50", "added p99",
-            "errors", "split v1 / v2 (%)"]  # fmt: skip
+    head = [
+        "path",
+        "requests/s, 1 core",
+        "its CPU",
+        "per full core",
+        "others on its core",
+        "load side busy",
+        f"p50 at {args.rate:g}/s",
+        "p99",
+        "added p50",
+        "added p99",
+        "errors",
+        "split v1 / v2 (%)",
+    ]
     table = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     table += ["| " + " | ".join(_cells(r, a[r.name][:2], a[r.name][2:])) + " |" for r in rows]
     (gw, gw_cpu), (ng, ng_cpu) = by["gateway"].best, by["nginx"].best
-    per_core = {"gateway": gw.rps / max(gw_cpu["proxy"], 1e-9),
-                "nginx": ng.rps / max(ng_cpu["proxy"], 1e-9)}  # fmt: skip
+    per_core = {
+        "gateway": gw.rps / max(gw_cpu["proxy"], 1e-9),
+        "nginx": ng.rps / max(ng_cpu["proxy"], 1e-9),
+    }
     full = gw_cpu["proxy"] >= 0.9  # else the shared machine or the load side took the rest
     rps_ok = (gw.rps if full else per_core["gateway"]) >= TARGET_RPS
     p99_ok = a["gateway"][3] <= TARGET_ADDED_P99_MS
-    rps_how = (f"{gw.rps:,.0f} requests/s, its core {gw_cpu['proxy']:.0%} busy" if full else
-               f"{per_core['gateway']:,.0f} per full core, extrapolated from {gw.rps:,.0f}"
-               f" requests/s on {gw_cpu['proxy']:.2f} of its core")  # fmt: skip
-    wrk_rounds = "; ".join(f"{r.label} " + ", ".join(f"{w.rps:,.0f}" for w, _ in r.wrk)
-                           for r in rows)  # fmt: skip
+    rps_how = (
+        f"{gw.rps:,.0f} requests/s, its core {gw_cpu['proxy']:.0%} busy"
+        if full
+        else f"{per_core['gateway']:,.0f} per full core, extrapolated from {gw.rps:,.0f}"
+        f" requests/s on {gw_cpu['proxy']:.2f} of its core"
+    )
+    wrk_rounds = "; ".join(
+        f"{r.label} " + ", ".join(f"{w.rps:,.0f}" for w, _ in r.wrk) for r in rows
+    )
     redone = ", ".join(f"{r.label} {r.redone}" for r in rows)
     left_out = ", ".join(f"{r.label} {r.left_out}" for r in rows)
     pooled = ", ".join(f"{r.label} {len(r.load.latencies_ms):,}" for r in rows)
     f = facts
-    sched = (f"SCHED_FIFO (chrt, priority {RT_PRIORITY}) for the client, the stubs and the"
-             " proxies" if f["realtime"] else "normal scheduling")  # fmt: skip
+    sched = (
+        f"SCHED_FIFO (chrt, priority {RT_PRIORITY}) for the client, the stubs and the proxies"
+        if f["realtime"]
+        else "normal scheduling"
+    )
     lines = [
-        HEADING, "",
+        HEADING,
+        "",
         f"Command: `make bench` (`python -m benchmarks.gateway_proxy`: `--duration"
         f" {args.duration:g} --rounds {args.rounds} --rate {args.rate:g} --wrk-duration"
         f" {args.wrk_duration:g} --wrk-rounds {args.wrk_rounds} --connections"
-        f" {args.connections} --stall-ms {args.stall_ms:g}`), run {f['date']}.", "",
+        f" {args.connections} --stall-ms {args.stall_ms:g}`), run {f['date']}.",
+        "",
         f"Machine: {f['cores']} cores ({f['model']}), Linux {f['kernel']}, shared with other"
         f" work (1-minute load average before / after: {f['load_before'][0]:.2f} /"
         f" {f['load_after'][0]:.2f}). Proxy pinned to CPU {f['proxy_cpus']}, stubs and load"
         f" generators to CPU {f['load_cpus']}, all at nice {NICE}. Versions: {f['nginx']}"
         f" (Debian), {f['wrk']}, Python {f['python']}, aiohttp {f['aiohttp']}, uvloop"
-        f" {f['uvloop']}.", "",
+        f" {f['uvloop']}.",
+        "",
         "Method: two stub upstreams (v1, v2: `sits_inference_testing.stub`, small chat"
         " completions). Direct = one stub; sits-gateway = static routes file, weights 90/10;"
         " nginx = `worker_processes 1`, the stubs at weight=90 / weight=10, upstream"
@@ -431,30 +509,38 @@ def report(rows: list[Row], facts: dict[str, Any], args: argparse.Namespace) -> 
         f" ({args.rate * args.duration:,.0f} requests per path, each round after"
         f" {args.warmup:g} s of warm-up), raw keep-alive sockets, latency from each request's"
         f" scheduled send time (no coordinated omission), under {sched}; added = the proxy's"
-        " percentile minus the direct one. Split: the stub named in each answer.", "",
-        *table, "",
-        f"wrk rounds (requests/s): {wrk_rounds}.", "",
+        " percentile minus the direct one. Split: the stub named in each answer.",
+        "",
+        *table,
+        "",
+        f"wrk rounds (requests/s): {wrk_rounds}.",
+        "",
         f"Machine stalls: a real-time probe on each CPU saw stalls of up to"
         f" {max(r.worst_stall_ms for r in rows):.1f} ms during the open-loop phase; rounds"
         f" with one of {args.stall_ms:g} ms or more were run again (at most twice): {redone};"
         f" still stalled at the third attempt, left out: {left_out}. The table pools the"
         f" rest: {pooled} requests. Over every attempt, left out or not, the added p99 is"
         f" {raw['gateway'][3]:.3f} ms for the gateway and {raw['nginx'][3]:.3f} ms for nginx"
-        f" (direct p99 {raw['direct'][1]:.3f} ms).", "",
+        f" (direct p99 {raw['direct'][1]:.3f} ms).",
+        "",
         f"Gateway / nginx: throughput {gw.rps / ng.rps:.2f}x (per full core:"
         f" {per_core['gateway']:,.0f} vs {per_core['nginx']:,.0f} requests/s,"
         f" {per_core['gateway'] / per_core['nginx']:.2f}x); added latency p50"
         f" {a['gateway'][2]:.3f} vs {a['nginx'][2]:.3f} ms, p99 {a['gateway'][3]:.3f}"
-        f" vs {a['nginx'][3]:.3f} ms.", "",
+        f" vs {a['nginx'][3]:.3f} ms.",
+        "",
         f"Targets: >= {TARGET_RPS:,.0f} requests/s on one core: {'met' if rps_ok else 'missed'}"
         f" ({rps_how}); <= {TARGET_ADDED_P99_MS:g} ms added p99 at {args.rate:g}"
         f" requests/s: {'met' if p99_ok else 'missed'} ({a['gateway'][3]:.3f} ms).",
-    ]  # fmt: skip
+    ]
     if ng_cpu["proxy"] < 0.9:
-        lines += ["", f"nginx used {ng_cpu['proxy']:.2f} of its core: its requests/s is a lower"
-                  " bound set by the load side (Python stubs and wrk sharing CPU"
-                  f" {f['load_cpus']}, busy {ng_cpu['load']:.0%}); the per-core figure"
-                  " extrapolates from its CPU use."]  # fmt: skip
+        lines += [
+            "",
+            f"nginx used {ng_cpu['proxy']:.2f} of its core: its requests/s is a lower"
+            " bound set by the load side (Python stubs and wrk sharing CPU"
+            f" {f['load_cpus']}, busy {ng_cpu['load']:.0%}); the per-core figure"
+            " extrapolates from its CPU use.",
+        ]
     return "\n".join(lines) + "\n"
 
 

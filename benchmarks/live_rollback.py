@@ -62,8 +62,9 @@ def _root_url(cluster: LocalCluster, namespace: str, service: str) -> str:
 
 def one_rollback(cluster: LocalCluster, namespace: str, run: int) -> Reaction:
     if run:
-        cluster.kubectl("annotate", "sitsd", NAME, "-n", namespace, "--overwrite",
-                        f"sits.dev/retry=bench-{run}")  # fmt: skip
+        cluster.kubectl(
+            "annotate", "sitsd", NAME, "-n", namespace, "--overwrite", f"sits.dev/retry=bench-{run}"
+        )
         _wait_phase(cluster, namespace, {"Progressing"}, 60)
     watch = PhaseWatch(cluster, namespace, NAME)
     load = LoadThread(Traffic(_root_url(cluster, namespace, NAME), stories.RATES, 120, seed=run))
@@ -81,8 +82,11 @@ def one_rollback(cluster: LocalCluster, namespace: str, run: int) -> Reaction:
 
 def _reaction(results: list[LoadResult], rolled_back: float) -> Reaction:
     records = [r for result in results for r in result.records]
-    bad = [r.start + (r.latency_ms or 0) / 1000 for r in records
-           if r.variant == "v2" and r.status is not None and r.status >= 500]  # fmt: skip
+    bad = [
+        r.start + (r.latency_ms or 0) / 1000
+        for r in records
+        if r.variant == "v2" and r.status is not None and r.status >= 500
+    ]
     if not bad:
         raise RuntimeError("no bad response from v2 in this run")
     first_bad = min(bad)
@@ -101,10 +105,14 @@ def _stream_once(client: OpenAI, max_tokens: int) -> tuple[float, float]:
     first: float | None = None
     chunks = 0
     stream = client.chat.completions.create(
-        model=stack.SERVED, messages=[{"role": "user", "content": "Describe a bicycle."}],
-        max_tokens=max_tokens, temperature=0, stream=True,
-        extra_body={"ignore_eos": True}, extra_headers={"x-sits-cache": "bypass"},
-    )  # fmt: skip
+        model=stack.SERVED,
+        messages=[{"role": "user", "content": "Describe a bicycle."}],
+        max_tokens=max_tokens,
+        temperature=0,
+        stream=True,
+        extra_body={"ignore_eos": True},
+        extra_headers={"x-sits-cache": "bypass"},
+    )
     for chunk in stream:
         if chunk.choices and chunk.choices[0].delta.content:
             chunks += 1
@@ -118,10 +126,14 @@ def _stream_once(client: OpenAI, max_tokens: int) -> tuple[float, float]:
 def overhead(targets: dict[str, str], streams: int, max_tokens: int) -> dict[str, Streams]:
     """Round-robin over the targets so drift of the machine's load hits each alike."""
     clients = {
-        name: OpenAI(base_url=url, api_key="unused", max_retries=0,
-                     http_client=httpx2.Client(trust_env=False, timeout=60))
+        name: OpenAI(
+            base_url=url,
+            api_key="unused",
+            max_retries=0,
+            http_client=httpx2.Client(trust_env=False, timeout=60),
+        )
         for name, url in targets.items()
-    }  # fmt: skip
+    }
     out = {name: Streams([], []) for name in targets}
     for _ in range(2):  # warm-up: connections, vLLM's first request
         for client in clients.values():

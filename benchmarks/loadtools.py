@@ -223,8 +223,15 @@ class StallProbe:
     def start(self, limit_s: float) -> None:
         """Start one probe per CPU; each ends by itself after ``limit_s`` at the latest."""
         for cpu in self.cpus:
-            argv = [sys.executable, "-c", _PROBE, str(cpu), str(self.priority),
-                    str(self.threshold_ms), str(limit_s)]  # fmt: skip
+            argv = [
+                sys.executable,
+                "-c",
+                _PROBE,
+                str(cpu),
+                str(self.priority),
+                str(self.threshold_ms),
+                str(limit_s),
+            ]
             with open(self.logs / f"stall-probe-{cpu}.log", "wb") as out:
                 self._procs.append(subprocess.Popen(argv, stdout=out, start_new_session=True))
 

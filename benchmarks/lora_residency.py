@@ -109,9 +109,13 @@ def build_adapters(model: Path, workdir: Path) -> dict[str, Path]:
 
 def start_server(model: Path, env: dict[str, str] | None = None) -> VllmServer:
     server = VllmServer(
-        model, served_model_name="base", enable_lora=True, max_loras=SLOTS,
-        extra_args=["--max-cpu-loras", str(SLOTS)], env=env,
-    )  # fmt: skip
+        model,
+        served_model_name="base",
+        enable_lora=True,
+        max_loras=SLOTS,
+        extra_args=["--max-cpu-loras", str(SLOTS)],
+        env=env,
+    )
     progress(f"starting vLLM on {server.url} (~1-2 min)")
     return server.start(SERVER_START_S)
 
@@ -119,9 +123,13 @@ def start_server(model: Path, env: dict[str, str] | None = None) -> VllmServer:
 async def first_token_time(session: aiohttp.ClientSession, url: str, model: str) -> float:
     """Stream one completion; seconds from the call to the first token (read to the end)."""
     body = {
-        "model": model, "prompt": PROMPT, "max_tokens": MAX_TOKENS, "temperature": 0,
-        "ignore_eos": True, "stream": True,
-    }  # fmt: skip
+        "model": model,
+        "prompt": PROMPT,
+        "max_tokens": MAX_TOKENS,
+        "temperature": 0,
+        "ignore_eos": True,
+        "stream": True,
+    }
     started = time.perf_counter()
     first: float | None = None
     async with session.post(f"{url}/v1/completions", json=body) as response:

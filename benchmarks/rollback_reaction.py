@@ -20,14 +20,13 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from tests.integration.analysis_env import deployment, fast_policy
-from tests.integration.operator_process import OperatorProcess
-
 from benchmarks.results import write_section
 from sits_localcluster.build import ensure_binaries
 from sits_localcluster.cluster import LocalCluster
 from sits_localcluster.prometheus import LocalPrometheus
 from sits_localcluster.synthetic import Profile, SyntheticServer
+from sits_operator_testing.manifests import deployment, fast_policy
+from sits_operator_testing.process import OperatorProcess
 
 REPO = Path(__file__).resolve().parents[1]
 NAMESPACE = "sits-bench-reaction"

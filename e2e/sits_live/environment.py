@@ -28,9 +28,12 @@ class LiveNamespace:
             self.cluster, f"{self.prefix}-system-{self.suffix}", (self.namespace,),
             release=f"sits-{self.suffix}",
         )  # fmt: skip
+        # The operator's namespace too: its sits_rollout_* gauges (dashboards, the chart's
+        # candidate alert) come from its pod's /metrics.
         self.monitoring = LiveMonitoring(
-            self.cluster, (self.namespace,), name=f"prometheus-{self.suffix}"
-        )
+            self.cluster, (self.namespace, self.operator.namespace),
+            name=f"prometheus-{self.suffix}",
+        )  # fmt: skip
         self.volume = stack.ModelVolume(self.cluster, self.namespace)
 
     def up(self) -> LiveNamespace:

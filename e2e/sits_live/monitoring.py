@@ -155,7 +155,7 @@ class LiveMonitoring:
         sd = KubernetesSd.for_cluster(self.cluster, self.namespaces)
         config: dict[str, Any] = {
             "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-            "scrape_configs": [sd.scrape_config()],
+            "scrape_configs": [sd.scrape_config(), sd.vllm_scrape_config()],
         }
         if self.rules:
             rules = self.workdir / "rules.yaml"

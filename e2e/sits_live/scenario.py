@@ -53,6 +53,8 @@ class Traffic:
     duration_s: float
     max_tokens: int = 8
     seed: int = 0
+    #: The client's retries of requests that never reached a server (see LoadConfig).
+    max_retries: int = 0
     configs: list[LoadConfig] = field(init=False, default_factory=list)
 
     def __post_init__(self) -> None:
@@ -64,6 +66,7 @@ class Traffic:
                     duration_s=self.duration_s, max_tokens=self.max_tokens,
                     seed=self.seed + i, sessions=8, concurrency=32,
                     request_timeout_s=30.0, drain_timeout_s=30.0, progress_interval_s=0,
+                    max_retries=self.max_retries,
                 )
             )  # fmt: skip
 

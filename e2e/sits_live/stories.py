@@ -33,7 +33,9 @@ LATENCY_CEILING_MS = 6000
 #: What the live policy judges by, for the plots.
 THRESHOLDS = {"success_rate": 0.95, "p95_ms": float(LATENCY_CEILING_MS)}
 RATES = {stack.SERVED: 2.4, stack.ADAPTER: 1.6}
-ROLLOUT = {"strategy": "canary", "stepWeight": 20, "maxWeight": 60}
+#: The losers keep their pods for 10 min (not SITS2026's 2 min): the live scenarios retry
+#: rollouts on the same variants, which would otherwise wait for vLLM to start again.
+ROLLOUT = {"strategy": "canary", "stepWeight": 20, "maxWeight": 60, "scaleDownDelay": "10m"}
 
 
 def live_policy() -> dict[str, Any]:

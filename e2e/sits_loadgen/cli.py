@@ -59,8 +59,13 @@ def _add_target(parser: argparse.ArgumentParser) -> None:
         metavar="NAME:VALUE",
         help="extra request header (repeatable), e.g. x-sits-cache:bypass",
     )
-    group.add_argument("--extra-body", type=_json_object, default={}, metavar="JSON",
-                       help='extra body fields, e.g. \'{"ignore_eos": true}\'')  # fmt: skip
+    group.add_argument(
+        "--extra-body",
+        type=_json_object,
+        default={},
+        metavar="JSON",
+        help="extra body fields, e.g. '{\"ignore_eos\": true}'",
+    )
 
 
 def _add_bounds(parser: argparse.ArgumentParser) -> None:
@@ -75,8 +80,12 @@ def _add_bounds(parser: argparse.ArgumentParser) -> None:
         help="most requests in flight; arrivals beyond are dropped (64)",
     )
     group.add_argument("--timeout", type=float, default=60.0, help="per request, seconds (60)")
-    group.add_argument("--drain-timeout", type=float, default=30.0,
-                       help="after the last arrival, wait this long for answers (30)")  # fmt: skip
+    group.add_argument(
+        "--drain-timeout",
+        type=float,
+        default=30.0,
+        help="after the last arrival, wait this long for answers (30)",
+    )
 
 
 def _add_mix(parser: argparse.ArgumentParser) -> None:
@@ -99,9 +108,13 @@ def _add_mix(parser: argparse.ArgumentParser) -> None:
         help=f"value:weight list, none = not sent ({format_temperatures(DEFAULT_TEMPERATURES)})",
     )
     group.add_argument("--max-tokens", type=int, default=32)
-    group.add_argument("--context-mode", choices=("header", "system"), default="header",
-                       help="session context in x-sits-context (default), or in the system "
-                       "message (prompt inflation; needs a ~1k-token context window)")  # fmt: skip
+    group.add_argument(
+        "--context-mode",
+        choices=("header", "system"),
+        default="header",
+        help="session context in x-sits-context (default), or in the system "
+        "message (prompt inflation; needs a ~1k-token context window)",
+    )
 
 
 def _add_output(parser: argparse.ArgumentParser) -> None:
@@ -113,8 +126,12 @@ def _add_output(parser: argparse.ArgumentParser) -> None:
         default=5.0,
         help="seconds between progress lines on stderr (0: none)",
     )
-    group.add_argument("--fail-under", type=float, metavar="RATE",
-                       help="exit 1 when the success rate is below RATE (0..1)")  # fmt: skip
+    group.add_argument(
+        "--fail-under",
+        type=float,
+        metavar="RATE",
+        help="exit 1 when the success rate is below RATE (0..1)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -133,16 +150,28 @@ def build_parser() -> argparse.ArgumentParser:
 def config_from(args: argparse.Namespace) -> LoadConfig:
     """The ``LoadConfig`` the parsed arguments describe (raises ValueError when invalid)."""
     return LoadConfig(
-        base_url=args.base_url, model=args.model, api_key=args.api_key,
-        extra_headers=dict(args.header), extra_body=args.extra_body,
-        rate=args.rate, max_requests=args.max_requests, duration_s=args.duration,
-        concurrency=args.concurrency, request_timeout_s=args.timeout,
-        drain_timeout_s=args.drain_timeout, seed=args.seed, sessions=args.sessions,
-        max_turns=args.max_turns, stream_share=args.stream_share,
-        repeat_share=args.repeat_share, temperatures=args.temperature,
-        max_tokens=args.max_tokens, context_mode=args.context_mode, out=args.out,
+        base_url=args.base_url,
+        model=args.model,
+        api_key=args.api_key,
+        extra_headers=dict(args.header),
+        extra_body=args.extra_body,
+        rate=args.rate,
+        max_requests=args.max_requests,
+        duration_s=args.duration,
+        concurrency=args.concurrency,
+        request_timeout_s=args.timeout,
+        drain_timeout_s=args.drain_timeout,
+        seed=args.seed,
+        sessions=args.sessions,
+        max_turns=args.max_turns,
+        stream_share=args.stream_share,
+        repeat_share=args.repeat_share,
+        temperatures=args.temperature,
+        max_tokens=args.max_tokens,
+        context_mode=args.context_mode,
+        out=args.out,
         progress_interval_s=args.progress_every,
-    )  # fmt: skip
+    )
 
 
 def _print_progress(progress: Progress) -> None:

@@ -100,8 +100,13 @@ class SessionContext:
 
     def _base(self) -> dict[str, str]:
         p = self.profile
-        return {"user_id": p.user_id, "device": p.device, "locale": p.locale,
-                "region": p.region, "loyalty_tier": p.tier}  # fmt: skip
+        return {
+            "user_id": p.user_id,
+            "device": p.device,
+            "locale": p.locale,
+            "region": p.region,
+            "loyalty_tier": p.tier,
+        }
 
     def _search(self) -> str:
         return self.searches[-1] if self.searches else "none"
@@ -119,8 +124,11 @@ class SessionContext:
         items = max(RECOMMENDED_ITEMS, END_FIELDS - present - 3)
         rng = random.Random(f"{self.profile.user_id}/recommend/{turn}")
         picks = [rng.choice(PRODUCTS) for _ in range(items)]
-        out = {"rec_strategy": "session-cooccurrence", "rec_model_version": "2026.12",
-               "rec_context_turn": str(turn)}  # fmt: skip
+        out = {
+            "rec_strategy": "session-cooccurrence",
+            "rec_model_version": "2026.12",
+            "rec_context_turn": str(turn),
+        }
         out |= {f"rec_item_{i + 1}": pick for i, pick in enumerate(picks)}
         return out
 
@@ -129,7 +137,11 @@ def fingerprint(context: SessionContext) -> str:
     """16 hex digits of SHA-256 over session, user id, cart and history: distinct per
     session, and changing as the session moves on."""
     profile = context.profile
-    state = {"session": profile.session_id, "user": profile.user_id, "cart": context.cart,
-             "history": context.history}  # fmt: skip
+    state = {
+        "session": profile.session_id,
+        "user": profile.user_id,
+        "cart": context.cart,
+        "history": context.history,
+    }
     digest = hashlib.sha256(json.dumps(state, separators=(",", ":")).encode())
     return digest.hexdigest()[:16]

@@ -28,10 +28,15 @@ SHOP_TRANSITIONS: Mapping[str, Mapping[str, float]] = {
     "login": {"browse": 0.55, "search": 0.40, EXIT: 0.05},
     "browse": {"browse": 0.15, "search": 0.35, "add_to_cart": 0.35, EXIT: 0.15},
     "search": {"search": 0.20, "browse": 0.15, "add_to_cart": 0.50, EXIT: 0.15},
-    "add_to_cart": {"browse": 0.15, "search": 0.15, "add_to_cart": 0.10, "checkout": 0.50,
-                    EXIT: 0.10},
+    "add_to_cart": {
+        "browse": 0.15,
+        "search": 0.15,
+        "add_to_cart": 0.10,
+        "checkout": 0.50,
+        EXIT: 0.10,
+    },
     "checkout": {EXIT: 1.0},
-}  # fmt: skip
+}
 
 
 @dataclass(frozen=True)

@@ -137,9 +137,19 @@ TEMPLATES: Mapping[str, Sequence[str]] = {
 }
 
 PRODUCTS = (
-    "running shoes", "rain jacket", "wool sweater", "backpack", "yoga mat", "desk lamp",
-    "coffee grinder", "sunglasses", "leather belt", "hiking boots", "water bottle", "scarf",
-)  # fmt: skip
+    "running shoes",
+    "rain jacket",
+    "wool sweater",
+    "backpack",
+    "yoga mat",
+    "desk lamp",
+    "coffee grinder",
+    "sunglasses",
+    "leather belt",
+    "hiking boots",
+    "water bottle",
+    "scarf",
+)
 COLORS = ("black", "navy", "red", "green", "grey", "white", "olive", "beige")
 SIZES = ("XS", "S", "M", "L", "XL", "38", "40", "42", "44")
 CITIES = ("Berlin", "Lyon", "Porto", "Gdansk", "Turin", "Utrecht", "Graz", "Brno")

@@ -77,9 +77,12 @@ class SessionSlots:
     def _new_session(self) -> Iterator[Turn]:
         config = self._config
         turns = session_turns(
-            self.started, seed=config.seed, journey=config.journey,
-            repeat_share=config.repeat_share, max_turns=config.max_turns,
-        )  # fmt: skip
+            self.started,
+            seed=config.seed,
+            journey=config.journey,
+            repeat_share=config.repeat_share,
+            max_turns=config.max_turns,
+        )
         self.started += 1
         return turns
 

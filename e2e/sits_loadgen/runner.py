@@ -63,9 +63,11 @@ class Progress:
     def line(self) -> str:
         p50 = "-" if self.window_p50_ms is None else f"{self.window_p50_ms:.0f}ms"
         p95 = "-" if self.window_p95_ms is None else f"{self.window_p95_ms:.0f}ms"
-        return (f"[sits-loadgen] {self.elapsed_s:6.1f}s sent={self.sent} ok={self.success} "
-                f"err={self.errors} drop={self.dropped} in_flight={self.in_flight} "
-                f"| last interval: {self.window_rate:.1f} done/s p50={p50} p95={p95}")  # fmt: skip
+        return (
+            f"[sits-loadgen] {self.elapsed_s:6.1f}s sent={self.sent} ok={self.success} "
+            f"err={self.errors} drop={self.dropped} in_flight={self.in_flight} "
+            f"| last interval: {self.window_rate:.1f} done/s p50={p50} p95={p95}"
+        )
 
 
 @dataclass(frozen=True)
@@ -204,8 +206,9 @@ class _Run:
     def result(self) -> LoadResult:
         records = tuple(sorted(self.records, key=lambda r: r.index))
         elapsed = self.elapsed()
-        return LoadResult(self.config, self.started_at, elapsed, records,
-                          summarize(records, elapsed))  # fmt: skip
+        return LoadResult(
+            self.config, self.started_at, elapsed, records, summarize(records, elapsed)
+        )
 
 
 async def run_load(

@@ -7,9 +7,10 @@ hand-rolled HTTP call that might be more forgiving. Responses are read through
 ``x-sits-variant`` (gateway: which variant served) and ``x-sits-cache`` (sidecar: hit,
 miss, skip, bypass).
 
-The client is built for measuring, not for resilience: no retries (each failure is a data
-point), no redirects and no proxy settings from the environment (the checked base URL is
-the only place load goes), a connection pool as large as the concurrency cap. (``httpx2``
+The client is built for measuring, not for resilience: no retries unless asked for
+(``max_retries``; by default each failure is a data point), no redirects and no proxy
+settings from the environment (the checked base URL is the only place load goes), a
+connection pool as large as the concurrency cap. (``httpx2``
 is the HTTP library of the installed ``openai``, whose ``http_client`` it must be.)
 """
 
@@ -53,16 +54,17 @@ def build_client(
         follow_redirects=False,
         trust_env=False,
         limits=httpx2.Limits(
-            max_connections=size, max_keepalive_connections=size,
+            max_connections=size,
+            max_keepalive_connections=size,
             keepalive_expiry=KEEPALIVE_EXPIRY_S,
         ),
         timeout=httpx2.Timeout(config.request_timeout_s),
         transport=transport,
-    )  # fmt: skip
+    )
     return AsyncOpenAI(
         base_url=config.base_url,
         api_key=config.api_key,
-        max_retries=0,
+        max_retries=config.max_retries,
         timeout=config.request_timeout_s,
         http_client=http,
     )

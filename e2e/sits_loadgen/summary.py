@@ -122,20 +122,41 @@ def _rate(value: float | None) -> str:
     return "-" if value is None else f"{100.0 * value:.1f}%"
 
 
-HEADER = ("variant", "sent", "ok", "err", "success", "p50 ms", "p95 ms", "ttft p50", "ttft p95",
-          "hits")  # fmt: skip
+HEADER = (
+    "variant",
+    "sent",
+    "ok",
+    "err",
+    "success",
+    "p50 ms",
+    "p95 ms",
+    "ttft p50",
+    "ttft p95",
+    "hits",
+)
 
 
 def _row(name: str, s: Stats) -> tuple[str, ...]:
-    return (name, str(s.requests), str(s.success), str(s.errors), _rate(s.success_rate),
-            _num(s.latency_p50_ms), _num(s.latency_p95_ms), _num(s.ttft_p50_ms),
-            _num(s.ttft_p95_ms), str(s.cache_hits))  # fmt: skip
+    return (
+        name,
+        str(s.requests),
+        str(s.success),
+        str(s.errors),
+        _rate(s.success_rate),
+        _num(s.latency_p50_ms),
+        _num(s.latency_p95_ms),
+        _num(s.ttft_p50_ms),
+        _num(s.ttft_p95_ms),
+        str(s.cache_hits),
+    )
 
 
 def _table(rows: Sequence[tuple[str, ...]]) -> list[str]:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-            for row in rows]  # fmt: skip
+    return [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
 
 
 def _counts(counts: Mapping[str, int]) -> str:
@@ -146,12 +167,17 @@ def format_summary(summary: Summary) -> str:
     """A few lines for a terminal: totals, the per-variant table, errors, cache, tokens."""
     s = summary
     rows = [HEADER, *(_row(n, st) for n, st in s.per_variant.items()), _row("all", s.overall)]
-    head = (f"sits-loadgen: {s.planned} planned, {s.overall.requests} sent, {s.dropped} "
-            f"dropped, {s.overall.cancelled} cancelled in {s.elapsed_s:.1f} s "
-            f"({s.sent_rate:.2f} req/s sent)")  # fmt: skip
-    return "\n".join([
-        head, *_table(rows),
-        f"errors: {_counts(s.errors_by_kind)}",
-        f"cache: {_counts(s.cache)}",
-        f"tokens: prompt {s.prompt_tokens}, completion {s.completion_tokens}",
-    ])  # fmt: skip
+    head = (
+        f"sits-loadgen: {s.planned} planned, {s.overall.requests} sent, {s.dropped} "
+        f"dropped, {s.overall.cancelled} cancelled in {s.elapsed_s:.1f} s "
+        f"({s.sent_rate:.2f} req/s sent)"
+    )
+    return "\n".join(
+        [
+            head,
+            *_table(rows),
+            f"errors: {_counts(s.errors_by_kind)}",
+            f"cache: {_counts(s.cache)}",
+            f"tokens: prompt {s.prompt_tokens}, completion {s.completion_tokens}",
+        ]
+    )

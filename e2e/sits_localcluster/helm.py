@@ -48,8 +48,11 @@ def render_chart(chart: Path, release: str, namespace: str, *args: str) -> list[
     """`helm template RELEASE CHART -n NAMESPACE ARGS`, parsed into objects."""
     result = subprocess.run(
         [str(helm_binary()), "template", release, str(chart), "-n", namespace, *args],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     if result.returncode != 0:
         raise RuntimeError(f"helm template {chart} failed:\n{result.stderr}")
     return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
@@ -149,10 +152,20 @@ def helm_install(
     values_file = cluster.state_dir / f"values-{namespace}-{release}.yaml"
     values_file.write_text(yaml.safe_dump(values))
     argv = [
-        str(helm_binary()), "upgrade", "--install", release, str(chart),
-        "-n", namespace, "--create-namespace", "-f", str(values_file),
-        "--wait", f"--timeout={timeout}", f"--kubeconfig={cluster.kubeconfig}",
-    ]  # fmt: skip
+        str(helm_binary()),
+        "upgrade",
+        "--install",
+        release,
+        str(chart),
+        "-n",
+        namespace,
+        "--create-namespace",
+        "-f",
+        str(values_file),
+        "--wait",
+        f"--timeout={timeout}",
+        f"--kubeconfig={cluster.kubeconfig}",
+    ]
     result = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
     if result.returncode != 0:
         raise RuntimeError(f"helm upgrade --install {release} failed:\n{result.stderr}")
@@ -161,7 +174,12 @@ def helm_install(
 
 def helm_uninstall(cluster: LocalCluster, release: str, namespace: str) -> None:
     argv = [
-        str(helm_binary()), "uninstall", release, "-n", namespace, "--wait",
+        str(helm_binary()),
+        "uninstall",
+        release,
+        "-n",
+        namespace,
+        "--wait",
         f"--kubeconfig={cluster.kubeconfig}",
-    ]  # fmt: skip
+    ]
     subprocess.run(argv, capture_output=True, text=True, timeout=180, check=False)

@@ -39,9 +39,10 @@ def built_prometheus() -> Path:
 # Debian's package (2.42.0+ds) is the last resort, for static targets only: it is built
 # without kubernetes_sd_configs.
 PROMETHEUS_BIN = os.environ.get("SITS_PROMETHEUS_BIN") or (
-    str(built_prometheus()) if built_prometheus().exists()
+    str(built_prometheus())
+    if built_prometheus().exists()
     else shutil.which("prometheus") or "/usr/bin/prometheus"
-)  # fmt: skip
+)
 # The promtool built beside it (Debian's cannot parse kubernetes_sd_configs either).
 PROMTOOL_BIN = str(Path(PROMETHEUS_BIN).with_name("promtool"))
 _META = "__meta_kubernetes_pod_"
@@ -58,10 +59,15 @@ def kubernetes_sd_supported(workdir: Path) -> bool:
     job = {"job_name": "probe", "kubernetes_sd_configs": [sd]}
     config.write_text(yaml.safe_dump({"scrape_configs": [job]}))
     proc = subprocess.Popen(
-        [PROMETHEUS_BIN, f"--config.file={config}", f"--web.listen-address=127.0.0.1:{free_port()}",
-         f"--storage.tsdb.path={workdir / 'probe-data'}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        [
+            PROMETHEUS_BIN,
+            f"--config.file={config}",
+            f"--web.listen-address=127.0.0.1:{free_port()}",
+            f"--storage.tsdb.path={workdir / 'probe-data'}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         proc.wait(timeout=3)
         return False  # it exited: the configuration was refused
@@ -133,21 +139,53 @@ class KubernetesSd:
             "job_name": job,
             "honor_labels": True,
             "kubernetes_sd_configs": [sd],
-            "relabel_configs": [
-                {"source_labels": [f"{_META}annotation_prometheus_io_scrape"],
-                 "regex": "true", "action": "keep"},
-                {"source_labels": [f"{_META}phase"], "regex": "Running", "action": "keep"},
-                {"source_labels": [f"{_META}ip"], "regex": ip_regex(self.pod_cidr),
-                 "action": "keep"},
-                {"source_labels": [f"{_META}ip", f"{_META}annotation_prometheus_io_port"],
-                 "regex": r"(.+);(\d+)", "replacement": "$1:$2", "target_label": "__address__"},
-                {"source_labels": [f"{_META}annotation_prometheus_io_path"],
-                 "regex": "(.+)", "target_label": "__metrics_path__"},
-                {"source_labels": ["__meta_kubernetes_namespace"], "target_label": "namespace"},
-                {"source_labels": [f"{_META}name"], "target_label": "pod"},
-                {"action": "labelmap", "regex": f"{_META}label_(.+)"},
-            ],
-        }  # fmt: skip
+            "relabel_configs": self._relabel("prometheus_io_port", "prometheus_io_path"),
+        }
+
+    def vllm_scrape_config(self, job: str = "sits-vllm") -> dict[str, Any]:
+        """vLLM's own ``/metrics`` (``vllm:*``) in the variant pods, on the port the operator
+        names in ``sits.dev/vllm-metrics-port`` (the scrape annotations name the sidecar's).
+        Its series have no labels of ours, so the target's namespace and pod are kept."""
+        config = self.scrape_config(job)
+        config["honor_labels"] = False
+        config["relabel_configs"] = self._relabel("sits_dev_vllm_metrics_port", None)
+        return config
+
+    def _relabel(self, port: str, path: str | None) -> list[dict[str, Any]]:
+        """Keep annotated, running pods on the real node's pod network; scrape the port
+        (and path) their annotations name; label the series with namespace, pod and the
+        pod's labels."""
+        relabel: list[dict[str, Any]] = [
+            {
+                "source_labels": [f"{_META}annotation_prometheus_io_scrape"],
+                "regex": "true",
+                "action": "keep",
+            },
+            {"source_labels": [f"{_META}phase"], "regex": "Running", "action": "keep"},
+            {"source_labels": [f"{_META}ip"], "regex": ip_regex(self.pod_cidr), "action": "keep"},
+            # Pods that name no such port are not this job's (gateway pods have no vLLM).
+            {"source_labels": [f"{_META}annotation_{port}"], "regex": r"\d+", "action": "keep"},
+            {
+                "source_labels": [f"{_META}ip", f"{_META}annotation_{port}"],
+                "regex": r"(.+);(\d+)",
+                "replacement": "$1:$2",
+                "target_label": "__address__",
+            },
+        ]
+        if path is not None:
+            relabel.append(
+                {
+                    "source_labels": [f"{_META}annotation_{path}"],
+                    "regex": "(.+)",
+                    "target_label": "__metrics_path__",
+                }
+            )
+        return [
+            *relabel,
+            {"source_labels": ["__meta_kubernetes_namespace"], "target_label": "namespace"},
+            {"source_labels": [f"{_META}name"], "target_label": "pod"},
+            {"action": "labelmap", "regex": f"{_META}label_(.+)"},
+        ]
 
 
 def free_port() -> int:

@@ -60,9 +60,13 @@ class SidecarProcess:
         env = {k: v for k, v in os.environ.items() if not k.startswith("SITS_CACHE_")}
         env.update(self.env)
         self._proc = subprocess.Popen(
-            [str(console_script())], env=env, stdin=subprocess.DEVNULL, stdout=self._log,
-            stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
+            [str(console_script())],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         try:
             self._wait_listening(timeout)
         except BaseException:

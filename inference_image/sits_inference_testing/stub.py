@@ -104,9 +104,14 @@ class StubUpstream:
             choice = {"index": 0, "text": text}
         choice["finish_reason"] = "stop"
         doc = {
-            "id": "cmpl-stub", "object": kind, "created": int(time.time()), "model": model,
-            "choices": [choice], "usage": _CANNED_USAGE, "served_by": self.name,
-        }  # fmt: skip
+            "id": "cmpl-stub",
+            "object": kind,
+            "created": int(time.time()),
+            "model": model,
+            "choices": [choice],
+            "usage": _CANNED_USAGE,
+            "served_by": self.name,
+        }
         return json.dumps(doc, separators=(",", ":")).encode()
 
     # -- endpoints -----------------------------------------------------------------------
@@ -134,8 +139,9 @@ class StubUpstream:
         self, request: web.Request, body: dict[str, Any], kind: str, model: str
     ) -> web.StreamResponse:
         chunks = int(self._setting(request, "chunks", self.behaviour.chunks) or 0)
-        pause = (self._setting(request, "chunk-delay-ms", self.behaviour.chunk_delay_s * 1000)
-                 or 0.0) / 1000  # fmt: skip
+        pause = (
+            self._setting(request, "chunk-delay-ms", self.behaviour.chunk_delay_s * 1000) or 0.0
+        ) / 1000
         kill = self._setting(request, "kill-after", self.behaviour.kill_after)
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
@@ -160,8 +166,14 @@ class StubUpstream:
         options = body.get("stream_options")
         if isinstance(options, dict) and options.get("include_usage"):
             usage = {"prompt_tokens": 12, "completion_tokens": n, "total_tokens": 12 + n}
-            last = {"id": "cmpl-stub", "object": _chunk_kind(kind), "created": 0,
-                    "model": model, "choices": [], "usage": usage}  # fmt: skip
+            last = {
+                "id": "cmpl-stub",
+                "object": _chunk_kind(kind),
+                "created": 0,
+                "model": model,
+                "choices": [],
+                "usage": usage,
+            }
             await response.write(_event(last))
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
@@ -172,10 +184,11 @@ class StubUpstream:
         if refusal is not None:
             return refusal
         doc = {
-            "object": "list", "model": body.get("model"),
+            "object": "list",
+            "model": body.get("model"),
             "data": [{"object": "embedding", "index": 0, "embedding": [0.1, 0.2, 0.3]}],
             "usage": {"prompt_tokens": 3, "total_tokens": 3},
-        }  # fmt: skip
+        }
         return web.json_response(doc)
 
     async def models(self, request: web.Request) -> web.Response:
@@ -194,8 +207,13 @@ def _chunk(kind: str, model: str, text: str) -> dict[str, Any]:
         choice: dict[str, Any] = {"index": 0, "delta": {"content": text}, "finish_reason": None}
     else:
         choice = {"index": 0, "text": text, "finish_reason": None}
-    return {"id": "cmpl-stub", "object": _chunk_kind(kind), "created": 0, "model": model,
-            "choices": [choice]}  # fmt: skip
+    return {
+        "id": "cmpl-stub",
+        "object": _chunk_kind(kind),
+        "created": 0,
+        "model": model,
+        "choices": [choice],
+    }
 
 
 def _event(doc: dict[str, Any]) -> bytes:

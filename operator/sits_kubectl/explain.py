@@ -21,7 +21,7 @@ from sits_kubectl.view import (
     breach_text,
     candidate_values,
 )
-from sits_operator.model.analysis import AnalysisState, Command, command_annotation
+from sits_operator.model.analysis import AnalysisState, Command, DecisionAction, command_annotation
 from sits_operator.model.durations import format_duration
 from sits_operator.model.policy import Policy, Rule
 from sits_operator.model.status import Phase
@@ -58,7 +58,7 @@ class Explanation:
     namespace: str
     phase: str
     message: str
-    action: str
+    action: DecisionAction | None
     reason: str
     decided_at: float | None
     evaluated_at: float | None

@@ -14,7 +14,7 @@ from typing import Any
 from sits_kubectl.snapshot import Obj, Snapshot
 from sits_kubectl.text import parse_time
 from sits_operator.core.naming import LABEL_COMPONENT, LABEL_VARIANT, Component
-from sits_operator.model.analysis import AnalysisState, Command, command_annotation
+from sits_operator.model.analysis import AnalysisState, Command, DecisionAction, command_annotation
 from sits_operator.model.mig import RESOURCE_PREFIX
 from sits_operator.model.policy import ActionType, CompareTo, Comparison, Policy, Rule, parse_policy
 from sits_operator.model.spec import SitsDeploymentSpec, Strategy, parse_spec
@@ -74,7 +74,7 @@ class GatewayRow:
 @dataclass(frozen=True)
 class DecisionRow:
     at: float
-    action: str
+    action: DecisionAction
     weights: dict[str, int]
     reason: str
 

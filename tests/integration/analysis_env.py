@@ -1,61 +1,15 @@
-"""Shared pieces of the analysis scenarios: the fast SITS2026 policy and status polling."""
+"""Shared pieces of the analysis scenarios: status polling and a crash-looping pod's status.
+
+The fast SITS2026 policy and the deployment are sits_operator_testing.manifests (the
+benchmarks use them too)."""
 
 from __future__ import annotations
 
-import copy
 import json
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-
-REPO = Path(__file__).resolve().parents[2]
-SITS2026 = yaml.safe_load((REPO / "policies" / "sits2026.yaml").read_text())
-EXAMPLE = yaml.safe_load((REPO / "examples" / "chat-canary.yaml").read_text())
-
-
-def fast_policy(name: str, **overrides: Any) -> dict[str, Any]:
-    """SITS2026's rules on short windows: 4 s periods, 10 s windows, 12 s latency duration.
-
-    The thresholds, comparisons, period counts and actions stay exactly SITS2026's.
-    """
-    policy = copy.deepcopy(SITS2026)
-    policy["metadata"] = {"name": name}
-    spec = policy["spec"]
-    spec.update(
-        {
-            "interval": "4s",
-            "minRequests": 5,
-            "noData": {"action": "pause", "after": "12s"},
-            "promotion": {"consecutivePasses": 2},
-        }
-    )
-    for rule in spec["rules"]:
-        rule["window"] = "10s"
-        if "duration" in rule.get("for", {}):
-            rule["for"] = {"duration": "12s"}
-    spec.update(overrides)
-    return dict(policy)
-
-
-def deployment(name: str, policy: str, prometheus_url: str, **rollout: Any) -> dict[str, Any]:
-    manifest = copy.deepcopy(EXAMPLE)
-    manifest["metadata"] = {"name": name}
-    manifest["spec"]["traffic"].pop("initialWeights")
-    manifest["spec"]["rollout"] = {
-        "strategy": "canary",
-        "stepWeight": 25,
-        "maxWeight": 50,
-        "interval": "4s",
-        **rollout,
-    }
-    manifest["spec"]["analysis"] = {
-        "policyRef": {"name": policy},
-        "prometheus": {"url": prometheus_url},
-    }
-    return dict(manifest)
 
 
 def crash_looping_status(pod: dict[str, Any], restarts: int, last_words: str) -> dict[str, Any]:

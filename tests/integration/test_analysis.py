@@ -12,17 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.integration.analysis_env import (
-    Watcher,
-    crash_looping_status,
-    deployment,
-    fast_policy,
-)
-from tests.integration.operator_process import OperatorProcess, running_operator
+from tests.integration.analysis_env import Watcher, crash_looping_status
 
 from sits_localcluster.nodes import GpuNodeSpec
 from sits_localcluster.prometheus import LocalPrometheus
 from sits_localcluster.synthetic import Profile, SyntheticServer
+from sits_operator_testing.manifests import deployment, fast_policy
+from sits_operator_testing.process import OperatorProcess, running_operator
 
 pytestmark = pytest.mark.cluster
 HEALTHY = Profile(rps=40, error_ratio=0.0, latency_ms=60)

@@ -9,6 +9,7 @@ fails.
 
 from __future__ import annotations
 
+import base64
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -71,7 +72,7 @@ def test_the_default_release_holds_operator_rbac_service_and_policy() -> None:
     kinds = by_kind(render_chart())
     assert set(kinds) == {
         "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment", "Service",
-        "SitsPolicy",
+        "SitsPolicy", "Secret", "NetworkPolicy",
     }  # fmt: skip
     optional = render_chart(
         "--set", "prometheusRule.enabled=true", "--set", "metrics.serviceMonitor.enabled=true"
@@ -113,12 +114,43 @@ def test_the_operator_pod_is_locked_down_and_wired_to_its_ports() -> None:
     assert security["allowPrivilegeEscalation"] is False
     assert security["capabilities"] == {"drop": ["ALL"]}
     assert container["image"].endswith(":0.1.0")  # appVersion by default
-    env = {e["name"]: e["value"] for e in container["env"]}
+    env = {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
     assert env["SITS_CACHE_SIDECAR_IMAGE"] == "registry.example/inf:9"
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert ports == {"metrics": 9464, "alerts": 9465, "liveness": 8081}
     assert "--metrics-address=0.0.0.0:9464" in container["args"]
-    assert "--alert-webhook-address=0.0.0.0:9465" in container["args"]
+    # The webhook listens on the pod's own IP, and wants the token of a mounted Secret.
+    assert "--alert-webhook-address=$(POD_IP):9465" in container["args"]
+    assert env["POD_IP"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+    token_dir = Path(env["SITS_ALERT_WEBHOOK_TOKEN_FILE"]).parent
+    (mount,) = [m for m in container["volumeMounts"] if m["mountPath"] == str(token_dir)]
+    (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+    assert volume["secret"]["secretName"] == f"{RELEASE}-alert-webhook"
+    annotations = deployment["spec"]["template"]["metadata"]["annotations"]
+    assert annotations["prometheus.io/port"] == "9464"
+
+
+def test_the_alert_webhook_has_a_token_and_a_network_policy() -> None:
+    kinds = by_kind(render_chart())
+    (secret,) = kinds["Secret"]
+    assert secret["metadata"]["name"] == f"{RELEASE}-alert-webhook"
+    assert len(base64.b64decode(secret["data"]["token"])) == 48
+    (policy,) = kinds["NetworkPolicy"]
+    alerts, others = policy["spec"]["ingress"]
+    assert alerts["ports"] == [{"port": "alerts", "protocol": "TCP"}]
+    assert alerts["from"] == [
+        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+    ]
+    assert "from" not in others, "metrics and liveness stay reachable"
+    own = by_kind(render_chart("--set", "alertWebhook.auth.existingSecret=mine"))
+    assert "Secret" not in own
+    volumes = own["Deployment"][0]["spec"]["template"]["spec"]["volumes"]
+    assert {"secretName": "mine", "items": [{"key": "token", "path": "token"}]} in [
+        v.get("secret") for v in volumes
+    ]
+    off = by_kind(render_chart("--set", "alertWebhook.enabled=false"))
+    assert "Secret" not in off
+    assert "NetworkPolicy" not in off
 
 
 def test_the_default_policy_is_policies_sits2026() -> None:
@@ -147,6 +179,7 @@ def test_the_crds_are_the_canonical_ones() -> None:
     [
         (["replicaCount=2"], "replicaCount must be 1"),
         (["serviceAccount.create=false"], "serviceAccount.name is required"),
+        (["alertWebhook.networkPolicy.allowedNamespaces=null"], "allowedNamespaces is empty"),
     ],
 )
 def test_values_that_cannot_work_are_refused_with_the_reason(
@@ -191,6 +224,27 @@ def promtool(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+def requests(
+    deployment: str, variant: str, per_minute: int, failing: int, from_minute: int = 0
+) -> list[dict[str, str]]:
+    """promtool input series of the request metric contract over 40 minutes: `per_minute`
+    requests a minute, of which `failing` fail from `from_minute` on (cumulative counters)."""
+    labels = f'namespace="ns",sits_deployment="{deployment}",variant="{variant}",source="gateway"'
+    failed = [failing * max(0, minute - from_minute) for minute in range(41)]
+    ok = [per_minute * minute - bad for minute, bad in enumerate(failed)]
+    return [
+        {"series": f'sits_requests_total{{{labels},outcome="success"}}',
+         "values": " ".join(map(str, ok))},
+        {"series": f'sits_requests_total{{{labels},outcome="error"}}',
+         "values": " ".join(map(str, failed))},
+    ]  # fmt: skip
+
+
+def _candidate(deployment: str, variant: str) -> str:
+    labels = f'namespace="ns",sits_deployment="{deployment}",variant="{variant}"'
+    return f"sits_rollout_candidate{{{labels}}}"
+
+
 def test_the_operator_alerts_are_valid_rules_that_fire_when_they_should(tmp_path: Path) -> None:
     """The PrometheusRule's groups through the real promtool: syntax (`check rules`), then
     `test rules` on synthetic series: each alert stays quiet while the operator is healthy
@@ -217,7 +271,31 @@ def test_the_operator_alerts_are_valid_rules_that_fire_when_they_should(tmp_path
          "values": "0x4 1x35"},
         {"series": 'sits_operator_decisions_total{action="step",trigger="period"}',
          "values": "0+1x40"},
+        # A rollout of chat: candidate v2 fails 10 % of 60 requests a minute from minute 10
+        # (it is a candidate until minute 30); stable v1 fails as much all along, and
+        # candidate v3 of "quiet" fails 50 % of too few requests.
+        *requests("chat", "v2", 60, 6, from_minute=10),
+        *requests("chat", "v1", 60, 6),
+        *requests("quiet", "v3", 2, 1),
+        {"series": _candidate("chat", "v2"), "values": "1x30 0x10"},
+        {"series": _candidate("chat", "v1"), "values": "0x40"},
+        {"series": _candidate("quiet", "v3"), "values": "1x40"},
     ]  # fmt: skip
+    failing = [
+        {
+            "exp_labels": {
+                **alerts["SitsCandidateFailing"]["labels"],
+                "namespace": "ns",
+                "sits_deployment": "chat",
+                "variant": "v2",
+                "source": "gateway",
+            },
+            "exp_annotations": {
+                "summary": "Candidate v2 of ns/chat fails 10% of its requests.",
+                "description": alerts["SitsCandidateFailing"]["annotations"]["description"],
+            },
+        }
+    ]
     cases = [
         (10, "SitsOperatorReconcileErrors", []),  # pending: for 15m
         (20, "SitsOperatorReconcileErrors", firing("SitsOperatorReconcileErrors")),
@@ -227,6 +305,9 @@ def test_the_operator_alerts_are_valid_rules_that_fire_when_they_should(tmp_path
         (3, "SitsRolloutRolledBack", []),
         (8, "SitsRolloutRolledBack", firing("SitsRolloutRolledBack")),
         (20, "SitsRolloutRolledBack", []),  # the 10m window has passed
+        (12, "SitsCandidateFailing", []),  # pending: for 1m, and the 5m window fills
+        (20, "SitsCandidateFailing", failing),  # v2 only: v1 is stable, v3 has too few
+        (35, "SitsCandidateFailing", []),  # v2 is no longer a candidate
     ]
     spec = {
         "rule_files": ["rules.yaml"],

@@ -44,8 +44,10 @@ def test_the_pod_monitor_selects_every_variant_and_gateway_pod_on_its_metrics_po
     assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
     assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
     assert monitor["spec"]["namespaceSelector"] == {"any": True}
-    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    endpoint, vllm = monitor["spec"]["podMetricsEndpoints"]
     assert endpoint["honorLabels"] is True
+    assert vllm["port"] == "vllm"
+    assert not vllm.get("honorLabels"), "vLLM's series take the target's namespace and pod"
     assert endpoint["path"] == "/metrics"
     selector = monitor["spec"]["selector"]["matchLabels"]
     pods = operator_pods()
@@ -62,6 +64,11 @@ def test_the_pod_monitor_selects_every_variant_and_gateway_pod_on_its_metrics_po
         # the named port is the one the pod's scrape annotation names, so both ways of
         # finding the pod (PodMonitor, kubernetes_sd on the annotations) scrape the same
         assert str(ports[endpoint["port"]]) == pod["metadata"]["annotations"]["prometheus.io/port"]
+        if "sits.dev/variant" in labels:  # vLLM's port, where kubernetes_sd finds it too
+            vllm_port = pod["metadata"]["annotations"]["sits.dev/vllm-metrics-port"]
+            assert str(ports[vllm["port"]]) == vllm_port
+    off = pod_monitors("--set", "podMonitor.enabled=true", "--set", "podMonitor.vllm=false")
+    assert len(off[0]["spec"]["podMetricsEndpoints"]) == 1
 
 
 def test_the_release_label_is_configurable() -> None:

@@ -3,7 +3,7 @@ dispatch, with the admin's kubeconfig, a ServiceAccount's token, or `--as`.
 
 A real rollout moves under it: the operator (with the chart's RBAC), Prometheus scraping a
 synthetic exporter of the gateway's metrics, SITS2026's rules on 4 s periods
-(tests/integration/analysis_env.py). `get --watch` runs once in a real terminal: tmux,
+(sits_operator_testing.manifests). `get --watch` runs once in a real terminal: tmux,
 whose screen is captured while the rollout steps and promotes.
 """
 
@@ -21,12 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.integration.analysis_env import (
-    Watcher,
-    deployment,
-    fast_policy,
-)
-from tests.integration.operator_process import OperatorProcess, running_operator
+from tests.integration.analysis_env import Watcher
 
 from sits_localcluster.cluster import KUBECTL
 from sits_localcluster.helm import service_account_kubeconfig
@@ -36,6 +31,8 @@ from sits_localcluster.synthetic import Profile, SyntheticServer
 from sits_operator.model.analysis import Command, command_annotation
 from sits_operator.model.spec import API_GROUP, PLURAL
 from sits_operator.model.status import Phase
+from sits_operator_testing.manifests import deployment, fast_policy
+from sits_operator_testing.process import OperatorProcess, running_operator
 
 pytestmark = pytest.mark.cluster
 VENV_BIN = Path(sys.executable).parent  # where pip put the kubectl-sits executable

@@ -13,15 +13,23 @@ cluster's state (their paths are printed).
 
 from __future__ import annotations
 
+import base64
 import itertools
+import json
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
+from tests.integration.alertmanager import LocalAlertmanager
+from tests.integration.conftest import render_chart
 from tests.integration.real_node import kill_container, wait
 
+from sits_dashboards import dashboard_queries
 from sits_live import stack, stories
 from sits_live.environment import LiveNamespace
 from sits_live.scenario import (
@@ -158,6 +166,25 @@ def test_timelines_are_written_as_json_and_png(live: Live) -> None:
         assert path.stat().st_size > 1000, path
 
 
+#: Dashboard panels the live stack cannot feed, and why (each one is still run: a query
+#: error fails the test whatever its panel).
+NO_SERIES_LIVE: dict[str, str] = {}
+
+
+def test_every_dashboard_query_runs_on_the_live_prometheus_and_returns_series(live: Live) -> None:
+    """The chart's Grafana dashboards (e2e/sits_dashboards) against the real Prometheus,
+    right after the two rollouts: every panel, annotation and variable query runs, and
+    each returns series unless NO_SERIES_LIVE says why it cannot here."""
+    empty = []
+    for name in ("healthy", "broken"):
+        for dashboard, panel, promql in dashboard_queries(live.namespace, name, rate_interval="2m"):
+            if not live.env.monitoring.query(promql):
+                empty.append((dashboard, panel))
+    print("panels without series:", *sorted(set(empty)), sep="\n  ")
+    unexplained = {what for what in empty if what[1] not in NO_SERIES_LIVE}
+    assert not unexplained, sorted(unexplained)
+
+
 def test_operator_killed_mid_rollout_resumes_without_counting_a_period_twice(live: Live) -> None:
     """The healthy rollout again (sits.dev/retry); once its first step is taken the
     operator's container is SIGKILLed on the node. The kubelet restarts it; it must pick
@@ -227,3 +254,188 @@ def test_a_gateway_pod_deleted_under_load_loses_no_request(live: Live) -> None:
     assert len(records) > 50
     failed = [r for r in records if r.outcome not in (SUCCESS, DROPPED)]
     assert not failed, f"{len(failed)} of {len(records)} failed: {failed[:3]}"
+
+
+def test_a_gateway_pod_killed_under_load_fails_at_most_its_requests_in_flight(live: Live) -> None:
+    """A gateway container SIGKILLed (an OOM kill, a crash) while the load runs: the other
+    replica keeps serving. The client is the official one with its default retries (2), as
+    applications use it: a request that never reached a gateway is retried, one the killed
+    pod held is lost. So every failure must have been in flight at the kill."""
+    cluster, namespace = live.cluster, live.namespace
+    pods = stack.get(cluster, "pods", "-n", namespace, "-l",
+                     "sits.dev/component=gateway,sits.dev/deployment=healthy")["items"]  # fmt: skip
+    ready = [p for p in pods if stack.pod_ready(p)]
+    assert len(ready) == 2, [p["metadata"]["name"] for p in pods]
+    traffic = Traffic(_root_url(cluster, namespace, "healthy"), stories.RATES, 40.0, seed=13,
+                      max_retries=2)  # fmt: skip
+    load = LoadThread(traffic).start()
+    time.sleep(10)
+    victim = ready[0]
+    killed_at = time.time()
+    kill_container(cluster, victim, victim["spec"]["containers"][0]["name"])
+    time.sleep(20)
+    records = [r for result in load.stop() for r in result.records]
+    assert len(records) > 50
+    in_flight = [
+        r for r in records
+        if r.start <= killed_at and r.start + (r.latency_ms or 0) / 1000 >= killed_at
+    ]  # fmt: skip
+    failed = [r for r in records if r.outcome not in (SUCCESS, DROPPED)]
+    print(f"killed {victim['metadata']['name']}: {len(in_flight)} in flight, "
+          f"{len(failed)} of {len(records)} failed")  # fmt: skip
+    assert len(failed) <= len(in_flight), f"{failed[:3]}"
+    assert all(r in in_flight for r in failed), f"failed outside the kill: {failed[:3]}"
+    after = [r for r in records if r.start > killed_at + 2.0]
+    assert after, "no traffic after the kill: nothing was checked"
+    assert all(r.outcome == SUCCESS for r in after if r.outcome != DROPPED)
+    wait("the killed gateway container restarted and Ready", lambda: _restarted(live, victim), 120)
+
+
+def _restarted(live: Live, old: dict[str, Any]) -> bool:
+    pod = stack.get(live.cluster, "pod", old["metadata"]["name"], "-n", live.namespace)
+    statuses = pod["status"].get("containerStatuses") or [{}]
+    return stack.pod_ready(pod) and int(statuses[0].get("restartCount", 0)) >= 1
+
+
+ALERT = "SitsCandidateFailing"
+
+
+def _chart_rules() -> list[dict[str, Any]]:
+    """The chart's PrometheusRule groups, at the live policy's time scale (15 s windows)."""
+    values = {"prometheusRule.enabled": "true", "prometheusRule.candidateAlert.window": "15s",
+              "prometheusRule.candidateAlert.for": "5s",
+              "prometheusRule.candidateAlert.minRequests": "5"}  # fmt: skip
+    args = [a for key, value in values.items() for a in ("--set", f"{key}={value}")]
+    (rule,) = [d for d in render_chart(*args) if d["kind"] == "PrometheusRule"]
+    groups: list[dict[str, Any]] = rule["spec"]["groups"]
+    assert ALERT in {r.get("alert") for g in groups for r in g["rules"]}
+    return groups
+
+
+def _webhook_token(live: Live) -> str:
+    secrets = stack.get(live.cluster, "secrets", "-n", live.env.operator.namespace)["items"]
+    (secret,) = [s for s in secrets if s["metadata"]["name"].endswith("-alert-webhook")]
+    return base64.b64decode(secret["data"]["token"]).decode()
+
+
+def _post_alert(url: str, token: str | None) -> int:
+    labels = {"alertname": ALERT, "namespace": "x", "sits_deployment": "broken", "variant": "v2"}
+    body = json.dumps({"alerts": [{"status": "firing", "labels": labels}]}).encode()
+    headers = {"Content-Type": "application/json"}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    request = urllib.request.Request(url, data=body, method="POST", headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as error:
+        error.close()
+        return int(error.code)
+
+
+def _success_rate_periods(cluster: LocalCluster, periods: int) -> None:
+    patch = [{"op": "replace", "path": "/spec/rules/0/for", "value": {"periods": periods}}]
+    cluster.kubectl("patch", "sitspolicy", stories.POLICY_NAME, "--type=json",
+                    "-p", json.dumps(patch))  # fmt: skip
+
+
+def test_the_sre_path_an_alert_from_the_chart_rolls_the_candidate_back(
+    live: Live, tmp_path: Path
+) -> None:
+    """The chart's SitsCandidateFailing rule, loaded into the real Prometheus, fires on the
+    broken candidate (retried); the real Alertmanager calls the operator's webhook on the
+    operator pod's IP. Without credentials its calls are refused (401) and nothing
+    changes; with the bearer token of the chart's Secret the candidate is rolled back, and
+    the event names the alert. The live policy's success-rate rule waits 1000 periods
+    meanwhile, so only the alert can roll back."""
+    cluster, namespace, env = live.cluster, live.namespace, live.env
+    operator_pod = env.operator.pod()
+    assert operator_pod is not None
+    webhook = f"http://{operator_pod['status']['podIP']}:9465/api/v1/alerts"
+    token = _webhook_token(live)
+    assert _post_alert(webhook, None) == 401
+    assert _post_alert(webhook, "not-the-token") == 401
+    monitoring = env.monitoring
+    _success_rate_periods(cluster, 1000)
+    try:
+        with LocalAlertmanager(tmp_path, webhook=webhook, token=None) as alertmanager:
+            monitoring.rules, monitoring.alertmanager_url = _chart_rules(), alertmanager.url
+            monitoring.start()
+            cluster.kubectl("annotate", "sitsd", "broken", "-n", namespace, "--overwrite",
+                            "sits.dev/retry=sre-path")  # fmt: skip
+            traffic = Traffic(_root_url(cluster, namespace, "broken"), stories.RATES, 240.0,
+                              seed=17)  # fmt: skip
+            load = LoadThread(traffic).start()
+            try:
+                _sre_path(live, alertmanager, token)
+            finally:
+                load.stop()
+    finally:
+        _success_rate_periods(cluster, 2)
+        monitoring.rules, monitoring.alertmanager_url = None, None
+        monitoring.start()
+    events = [e for e in _events(live, "broken") if e["reason"] == "AlertRollback"]
+    assert events, "no AlertRollback event"
+    assert ALERT in events[-1]["message"]
+
+
+def _sre_path(live: Live, alertmanager: LocalAlertmanager, token: str) -> None:
+    def firing() -> bool:
+        query = f'ALERTS{{alertname="{ALERT}",alertstate="firing",sits_deployment="broken"}}'
+        return set(live.env.monitoring.query(query)) == {"v2"}
+
+    wait(f"{ALERT} firing on broken's v2 (and only there)", firing, timeout=240, step=1.0)
+    refused = lambda: "401" in alertmanager.log_path.read_text()  # noqa: E731
+    wait("Alertmanager's call without credentials refused", refused, timeout=60, step=1.0)
+    assert _broken_phase(live) == "Progressing", "rolled back without valid credentials"
+    alertmanager.configure(token)
+    alertmanager.reload()
+    wait("rolled back by the alert", lambda: _broken_phase(live) == "RolledBack", 90, 1.0)
+
+
+def _broken_phase(live: Live) -> str:
+    status = stack.get(live.cluster, "sitsd", "broken", "-n", live.namespace).get("status") or {}
+    return str(status.get("phase", ""))
+
+
+def _events(live: Live, name: str) -> list[dict[str, Any]]:
+    items = stack.get(live.cluster, "events", "-n", live.namespace,
+                      "--field-selector", f"involvedObject.name={name}")["items"]  # fmt: skip
+    return list(items)
+
+
+def test_an_unpullable_gateway_image_is_a_condition_and_the_variants_keep_running(
+    live: Live,
+) -> None:
+    """The operator upgraded with a gateway image no registry has: the gateway Deployment's
+    new pod cannot pull it; `ContainersFailing` says so (ErrImagePull or ImagePullBackOff,
+    naming the gateway pod); the variants' pods are untouched and the old gateway pods go on
+    serving. (Last in the module: the operator keeps the bad image until the teardown.)"""
+    cluster, namespace, env = live.cluster, live.namespace, live.env
+    before = {p["metadata"]["uid"] for p in stack.variant_pods(cluster, namespace, "healthy")
+              if p["metadata"]["labels"].get("sits.dev/component") != "gateway"}  # fmt: skip
+    env.operator.values["gatewayImage"] = "sits.local/sits-inference:not-built-anywhere"
+    env.operator.install()
+
+    def condition() -> dict[str, Any] | None:
+        status = stack.get(cluster, "sitsd", "healthy", "-n", namespace).get("status") or {}
+        for c in status.get("conditions") or []:
+            if c["type"] == "ContainersFailing" and c["status"] == "True":
+                return dict(c)
+        return None
+
+    wait("ContainersFailing on the gateway", lambda: condition() is not None, 180, 2.0)
+    found = condition()
+    assert found is not None
+    assert found["reason"] in ("ErrImagePull", "ImagePullBackOff"), found
+    assert "gateway pod" in found["message"], found
+    after = {p["metadata"]["uid"] for p in stack.variant_pods(cluster, namespace, "healthy")
+             if p["metadata"]["labels"].get("sits.dev/component") != "gateway"}  # fmt: skip
+    assert after == before, "a variant's pods changed"
+    load = LoadThread(
+        Traffic(_root_url(cluster, namespace, "healthy"), stories.RATES, 10.0, seed=19)
+    ).start()
+    time.sleep(10)
+    records = [r for result in load.stop(timeout=60) for r in result.records]
+    assert records
+    assert all(r.outcome in (SUCCESS, DROPPED) for r in records), "the old gateway pods stopped"

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 import yaml
 from tests.integration.analysis_env import crash_looping_status
-from tests.integration.operator_process import OperatorProcess, running_operator
 
 from sits_operator.core.render import render_children
 from sits_operator.model.settings import OperatorSettings
 from sits_operator.model.spec import ObjectRef, parse_spec
+from sits_operator_testing.process import OperatorProcess, running_operator
 
 pytestmark = pytest.mark.cluster
 REPO = Path(__file__).resolve().parents[2]

@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.integration.analysis_env import deployment, fast_policy
-from tests.integration.operator_process import OperatorProcess, running_operator
 
 from sits_operator.core.rollout_plan import revision_key
 from sits_operator.model.spec import parse_spec
+from sits_operator_testing.manifests import deployment, fast_policy
+from sits_operator_testing.process import OperatorProcess, running_operator
 
 pytestmark = pytest.mark.cluster
 UNREACHABLE_PROMETHEUS = "http://127.0.0.1:9"

@@ -22,7 +22,6 @@ import httpx2
 import pytest
 from openai import OpenAI
 from openai.types.chat import ChatCompletionMessageParam
-from tests.integration.analysis_env import fast_policy
 from tests.integration.real_node import container_cgroup, container_status, kill_container, wait
 
 from sits_live import stack
@@ -31,6 +30,7 @@ from sits_localcluster import network
 from sits_localcluster.cluster import LocalCluster
 from sits_localcluster.node import NODE_NAME
 from sits_operator.core.quantity import parse_bytes
+from sits_operator_testing.manifests import fast_policy
 
 # The module fixture may build images (minutes after a source change) and import them, and
 # waits for vLLM pods: generous, since the first test carries the fixture's time.

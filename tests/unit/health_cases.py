@@ -21,11 +21,11 @@ from typing import Any
 import yaml
 
 from sits_operator.core.analysis import decide
+from sits_operator.core.analysis_status import analysis_fields
 from sits_operator.core.kstatus import STALL_AFTER_SECONDS
 from sits_operator.core.rollout_plan import build_plan
 from sits_operator.core.rollout_summary import analysis_condition, summarize
 from sits_operator.core.status import StatusInputs, compute_status
-from sits_operator.handlers.analysis_status import analysis_fields
 from sits_operator.model.analysis import AnalysisState, Command, Decision, RuleSamples, Sample
 from sits_operator.model.observed import (
     ContainerTermination,

@@ -18,6 +18,7 @@ from sits_operator.model.analysis import (
     AnalysisPhase,
     AnalysisState,
     Breach,
+    DecisionAction,
     HistoryEntry,
     RuleSamples,
     Sample,
@@ -243,9 +244,9 @@ def test_analysis_state_round_trips_through_status() -> None:
         last_evaluated_at=2970.0,
         paused_reason="paused by sits.dev/pause=1",
         acknowledged={"pause": "1"},
-        last_action="pause",
+        last_action=DecisionAction.PAUSE,
         last_reason="paused by sits.dev/pause=1",
-        history=(HistoryEntry(1.0, "restart", "started", {STABLE: 90, CANARY: 10}),),
+        history=(HistoryEntry(1.0, DecisionAction.RESTART, "started", {STABLE: 90, CANARY: 10}),),
     )
     raw = json.loads(json.dumps(state.to_dict()))  # status is JSON on the wire
     assert AnalysisState.from_dict(raw) == state

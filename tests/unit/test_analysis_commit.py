@@ -234,7 +234,7 @@ def test_a_committed_outcome_is_adopted_not_restarted(
     assert "analysis, weights and pods unchanged" in decision.events[0].message
     later = run.period(ERRORS_10, commands={command: "1"})
     assert (later.action, later.state.phase, later.events) == ("none", phase, ())
-    actions = [h.action for h in run.state.history]
+    actions: list[str] = [h.action for h in run.state.history]
     assert (actions.count("restart"), actions[-1]) == (1, "adopt"), "only the first start"
 
 

@@ -8,7 +8,13 @@ from __future__ import annotations
 import pytest
 
 from sits_operator.core.analysis.scaledown import due, losers, seconds_until
-from sits_operator.model.analysis import AnalysisPhase, AnalysisState, Command, HistoryEntry
+from sits_operator.model.analysis import (
+    AnalysisPhase,
+    AnalysisState,
+    Command,
+    DecisionAction,
+    HistoryEntry,
+)
 from tests.unit.test_analysis_commit import V1, V2, V3, variants_plan
 from tests.unit.test_analysis_driver import HEALTHY, T0, Run
 
@@ -144,7 +150,7 @@ def test_an_adopted_commit_keeps_the_scaled_down_variant_at_zero() -> None:
             AnalysisState(
                 phase=ROLLED,
                 weights={"v1": 100, "v2": 0},
-                history=(HistoryEntry(200.0, "rollback", "r", {"v1": 100, "v2": 0}),),
+                history=(HistoryEntry(200.0, DecisionAction.ROLLBACK, "r", {"v1": 100, "v2": 0}),),
             ),
             260.0,
             ("v2",),

@@ -88,9 +88,17 @@ def test_the_chart_pulls_the_projects_version_and_the_operator_defaults_to_the_c
 
 def test_the_chart_passes_the_data_plane_image_to_the_sidecar_and_the_gateway() -> None:
     template = (CHART / "templates" / "deployment.yaml").read_text()
-    for variable in ("SITS_CACHE_SIDECAR_IMAGE", "SITS_GATEWAY_IMAGE"):
+    expected = {
+        "SITS_CACHE_SIDECAR_IMAGE": "value: {{ .Values.inferenceImage | quote }}",
+        # gatewayImage (empty by default) only when the gateway comes from elsewhere
+        "SITS_GATEWAY_IMAGE": (
+            "value: {{ .Values.gatewayImage | default .Values.inferenceImage | quote }}"
+        ),
+    }
+    for variable, value in expected.items():
         after = template.split(f"- name: {variable}", 1)[1].splitlines()[1]
-        assert after.strip() == "value: {{ .Values.inferenceImage | quote }}", variable
+        assert after.strip() == value, variable
+    assert not chart_values()["gatewayImage"]
 
 
 # -- the script ---------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from sits_operator.handlers.observe import container_entry, pod_entry
+from sits_operator.core.observe import container_entry, pod_entry
 from sits_operator.model.observed import ContainerTermination, ObservedContainer
 
 LABELS = {"sits.dev/deployment": "chat", "sits.dev/variant": "v2"}

@@ -8,8 +8,8 @@ import pytest
 from prometheus_client import REGISTRY
 
 from sits_operator.adapters.kube import NoopKubeWriter
+from sits_operator.core.observe import child_entry
 from sits_operator.core.render import render_children
-from sits_operator.handlers.observe import child_entry
 from sits_operator.handlers.reconcile import Reconciler
 from sits_operator.model.observed import (
     ContainerTermination,

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from prometheus_client import REGISTRY
 
@@ -147,13 +148,19 @@ async def test_missing_policy_is_reconciling_and_not_ready() -> None:
 
 
 def phase_sample(name: str, phase: Phase) -> float | None:
-    labels = {"namespace": OWNER.namespace, "name": name, "phase": phase.value}
+    labels = {"namespace": OWNER.namespace, "sits_deployment": name, "phase": phase.value}
     return REGISTRY.get_sample_value("sits_rollout_phase", labels)
 
 
-def weight_sample(name: str, variant_name: str) -> float | None:
-    labels = {"namespace": OWNER.namespace, "name": name, "variant": variant_name}
-    return REGISTRY.get_sample_value("sits_rollout_weight", labels)
+def weight_sample(
+    name: str, variant_name: str, metric: str = "sits_rollout_weight"
+) -> float | None:
+    labels = {"namespace": OWNER.namespace, "sits_deployment": name, "variant": variant_name}
+    return REGISTRY.get_sample_value(metric, labels)
+
+
+def candidate_sample(name: str, variant_name: str) -> float | None:
+    return weight_sample(name, variant_name, "sits_rollout_candidate")
 
 
 async def test_rollout_metrics_name_the_rollout_and_go_with_it() -> None:
@@ -163,10 +170,26 @@ async def test_rollout_metrics_name_the_rollout_and_go_with_it() -> None:
     others = {p: phase_sample("metrics-a", p) for p in Phase if p is not Phase.PROGRESSING}
     assert set(others.values()) == {0}, others
     assert (weight_sample("metrics-a", "v1"), weight_sample("metrics-a", "v2")) == (90, 10)
+    assert (candidate_sample("metrics-a", "v1"), candidate_sample("metrics-a", "v2")) == (0, 1)
 
     recon.forget(OWNER.namespace, "metrics-a")
     assert phase_sample("metrics-a", Phase.PROGRESSING) is None
     assert weight_sample("metrics-a", "v2") is None
+    assert candidate_sample("metrics-a", "v2") is None
+
+
+@pytest.mark.parametrize(
+    ("phase", "candidate"),
+    [("Progressing", 1), ("Paused", 1), ("Promoting", 1), ("Succeeded", 0), ("RolledBack", 0)],
+)
+def test_a_candidate_counts_only_while_it_is_analysed(phase: str, candidate: int) -> None:
+    rows = [{"name": "v1", "role": "stable", "weight": 90}, {"name": "v2", "role": "candidate"}]
+    metrics.observe_rollout(OWNER.namespace, "metrics-c", {"phase": phase, "variants": rows})
+    assert (candidate_sample("metrics-c", "v1"), candidate_sample("metrics-c", "v2")) == (
+        0,
+        candidate,
+    )
+    metrics.forget_rollout(OWNER.namespace, "metrics-c")
 
 
 def test_a_variant_removed_from_the_spec_loses_its_weight_series() -> None:

@@ -13,6 +13,7 @@ from sits_operator.model.analysis import (
     AnalysisState,
     Breach,
     Decision,
+    DecisionAction,
     EventNote,
     HistoryEntry,
     RolloutPlan,
@@ -57,7 +58,9 @@ ROLLED_BACK = at(
     0,
     0,
     phase=AnalysisPhase.ROLLED_BACK,
-    history=(HistoryEntry(T - 60, "rollback", ROLLBACK_REASON, {STABLE: 100, CANARY: 0}),),
+    history=(
+        HistoryEntry(T - 60, DecisionAction.ROLLBACK, ROLLBACK_REASON, {STABLE: 100, CANARY: 0}),
+    ),
     last_reason="sits.dev/abort=1 ignored: already RolledBack",
 )
 SUCCEEDED = at(
@@ -65,8 +68,10 @@ SUCCEEDED = at(
     100,
     phase=AnalysisPhase.SUCCEEDED,
     history=(
-        HistoryEntry(T - 90, "promote", "all steps done, promoting", {CANARY: 100}),
-        HistoryEntry(T - 60, "promote", "promoted: all SLIs pass at full traffic", {CANARY: 100}),
+        HistoryEntry(T - 90, DecisionAction.PROMOTE, "all steps done, promoting", {CANARY: 100}),
+        HistoryEntry(
+            T - 60, DecisionAction.PROMOTE, "promoted: all SLIs pass at full traffic", {CANARY: 100}
+        ),
     ),
 )
 
@@ -282,7 +287,12 @@ def verdict(variant: str, value: Verdict, rule: str = "success-rate") -> RuleVer
 
 def decision(*verdicts: RuleVerdict, events: tuple[EventNote, ...] = ()) -> Decision:
     return Decision(
-        AnalysisState(), "hold", "all SLIs pass (1 of 3 periods)", None, verdicts, events
+        AnalysisState(),
+        DecisionAction.HOLD,
+        "all SLIs pass (1 of 3 periods)",
+        None,
+        verdicts,
+        events,
     )
 
 

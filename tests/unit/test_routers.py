@@ -6,11 +6,13 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from sits_operator.adapters.gateway import GatewayPod
-from sits_operator.adapters.routers import BuiltinRouter, route_weights, with_route_weights
+from sits_operator.adapters.routers import BuiltinRouter, NoopRouter, read_weights_back
+from sits_operator.core.http_route import route_weights, with_route_weights
 from sits_operator.model.observed import GatewayReport
-from sits_operator.model.spec import ObjectRef
+from sits_operator.model.spec import ObjectRef, SitsDeploymentSpec
 from tests.unit.factories import spec
 
 SERVICES = {"chat-v1": "v1", "chat-v2": "v2"}
@@ -112,3 +114,14 @@ async def test_builtin_router_reads_the_weights_every_gateway_pod_agrees_on(
     owner = ObjectRef(name="chat", namespace="prod", uid="u")
     assert await router.read_weights(owner, spec()) == expected
     assert reader.asked == [(p.name, 8080) for p in pods]
+
+
+class RefusingRouter(NoopRouter):
+    async def read_weights(self, owner: ObjectRef, spec: SitsDeploymentSpec) -> dict[str, int]:
+        raise ApiException(status=403, reason="Forbidden")
+
+
+async def test_a_refused_read_back_is_none_and_a_read_is_what_the_router_reports() -> None:
+    owner = ObjectRef(name="chat", namespace="prod", uid="u")
+    assert await read_weights_back(RefusingRouter(), owner, spec()) is None
+    assert await read_weights_back(NoopRouter(), owner, spec()) == {}

@@ -27,3 +27,8 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
+
+{{/* The Secret holding the alert webhook's bearer token: the user's, or the chart's. */}}
+{{- define "sits-operator.alertWebhookSecret" -}}
+{{- default (printf "%s-alert-webhook" (include "sits-operator.fullname" .)) .Values.alertWebhook.auth.existingSecret -}}
+{{- end -}}

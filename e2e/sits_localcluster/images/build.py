@@ -97,8 +97,13 @@ class Store:
         return LayerBlob(path, info["digest"], info["size"])
 
     def save_layer(self, stage: Stage, key: str, blob: LayerBlob, seconds: float) -> None:
-        meta = {"stage": stage.name, "key": key, "digest": blob.digest, "size": blob.size,
-                "build_seconds": round(seconds)}  # fmt: skip
+        meta = {
+            "stage": stage.name,
+            "key": key,
+            "digest": blob.digest,
+            "size": blob.size,
+            "build_seconds": round(seconds),
+        }
         blob.path.with_suffix(".json").write_text(json.dumps(meta, indent=1))
         self.prune(self.layers, stage.name, keep=blob.path, suffix=".tar")
 
@@ -124,10 +129,15 @@ class Keys:
     def __call__(self, stage: Stage) -> str:
         if id(stage) not in self._keys:
             parent = self(stage.parent) if stage.parent else ""
-            self._keys[id(stage)] = _key({
-                "format": FORMAT, "stage": stage.name, "recipe": stage.recipe,
-                "parent": parent, "inputs": stage.inputs(),
-            })  # fmt: skip
+            self._keys[id(stage)] = _key(
+                {
+                    "format": FORMAT,
+                    "stage": stage.name,
+                    "recipe": stage.recipe,
+                    "parent": parent,
+                    "inputs": stage.inputs(),
+                }
+            )
         return self._keys[id(stage)]
 
 
@@ -193,12 +203,16 @@ class Builder:
                 self._compile(root, before, stage.python)
         after = snapshot(tree)
         paths, whiteouts = diff(before, after)
-        with timed(self.progress, f"{stage.name}: writing the layer ({len(paths)} entries, "
-                   f"{len(whiteouts)} whiteouts)"):  # fmt: skip
+        with timed(
+            self.progress,
+            f"{stage.name}: writing the layer ({len(paths)} entries, {len(whiteouts)} whiteouts)",
+        ):
             blob = write_layer(tree, paths, whiteouts, self.store.layer_path(stage, key))
         self.store.save_layer(stage, key, blob, time.monotonic() - started)
-        self.progress(f"[images] layer {stage.name}: {human(blob.size)}, {blob.digest[:19]}, "
-                      f"{time.monotonic() - started:.0f} s")  # fmt: skip
+        self.progress(
+            f"[images] layer {stage.name}: {human(blob.size)}, {blob.digest[:19]}, "
+            f"{time.monotonic() - started:.0f} s"
+        )
         if self.pending[key] > 0:
             self.live[key] = (tree, after)
         else:
@@ -229,12 +243,24 @@ def assemble(store: Store, spec: ImageSpec, keys: Keys, progress: Progress) -> B
     meta = tar.with_name(tar.name.removesuffix(".oci.tar") + ".json")
     if tar.is_file() and meta.is_file():
         saved = json.loads(meta.read_text())
-        return BuiltImage(spec.short, spec.reference, tar, saved["manifest_digest"],
-                          tar.stat().st_size, tuple(saved["layers"]))  # fmt: skip
+        return BuiltImage(
+            spec.short,
+            spec.reference,
+            tar,
+            saved["manifest_digest"],
+            tar.stat().st_size,
+            tuple(saved["layers"]),
+        )
     with timed(progress, f"{spec.short}: writing {tar.name}"):
         manifest = write_layout_tar(tar, spec.reference, config, layers)
-    image = BuiltImage(spec.short, spec.reference, tar, manifest.digest, tar.stat().st_size,
-                       tuple(b.digest for b in layers))  # fmt: skip
+    image = BuiltImage(
+        spec.short,
+        spec.reference,
+        tar,
+        manifest.digest,
+        tar.stat().st_size,
+        tuple(b.digest for b in layers),
+    )
     meta.write_text(json.dumps({**asdict(image), "tar": str(tar)}, indent=1))
     store.prune(store.images, spec.short, keep=tar, suffix=".oci.tar")
     return image
@@ -260,9 +286,11 @@ def _locked(store: Store, progress: Progress) -> Iterator[None]:
 
 
 def ensure_images(
-    names: Sequence[str] | None = None, progress: Progress = print, *,
+    names: Sequence[str] | None = None,
+    progress: Progress = print,
+    *,
     coredns_binary: Path | None = None,
-) -> list[BuiltImage]:  # fmt: skip
+) -> list[BuiltImage]:
     """Build whatever is missing of these images (all when None); return all of them.
 
     Needs root (mmdebstrap, chroot, mount namespaces) for the Debian-based images; the

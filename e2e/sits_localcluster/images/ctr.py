@@ -38,8 +38,11 @@ def containerd_images(
     """Image name -> manifest digest, as ``ctr images ls`` reports them."""
     out = subprocess.run(
         [*_ctr(ctr, socket, namespace), "images", "ls"],
-        capture_output=True, text=True, check=True, timeout=120,
-    ).stdout  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout
     images = {}
     for line in out.splitlines()[1:]:  # REF TYPE DIGEST SIZE PLATFORMS LABELS
         fields = line.split()
@@ -52,8 +55,11 @@ def containerd_blobs(socket: Path, *, namespace: str = NAMESPACE, ctr: str = "ct
     """Digests of the blobs in containerd's content store."""
     out = subprocess.run(
         [*_ctr(ctr, socket, namespace), "content", "ls", "-q"],
-        capture_output=True, text=True, check=True, timeout=120,
-    ).stdout  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout
     return set(out.split())
 
 
@@ -70,9 +76,14 @@ def _thin(image: BuiltImage, present: set[str]) -> Iterator[Path]:
 
 
 def import_images(
-    ctr_socket: Path, images: Sequence[BuiltImage], progress: Progress = print, *,
-    namespace: str = NAMESPACE, ctr: str = "ctr", snapshotter: str | None = None,
-) -> list[BuiltImage]:  # fmt: skip
+    ctr_socket: Path,
+    images: Sequence[BuiltImage],
+    progress: Progress = print,
+    *,
+    namespace: str = NAMESPACE,
+    ctr: str = "ctr",
+    snapshotter: str | None = None,
+) -> list[BuiltImage]:
     """Import those of ``images`` containerd lacks (unpacked for its snapshotter).
 
     Returns the images that were imported; raises when one is not there afterwards.
@@ -88,8 +99,10 @@ def import_images(
         present = set(image.layers) & containerd_blobs(ctr_socket, namespace=namespace, ctr=ctr)
         with _thin(image, present) as tar:
             size = image.size if tar == image.tar else tar.stat().st_size
-            what = (f"ctr images import {image.name} ({human(size)} of {human(image.size)}; "
-                    f"{len(present)} of {len(image.layers)} layers already there)")  # fmt: skip
+            what = (
+                f"ctr images import {image.name} ({human(size)} of {human(image.size)}; "
+                f"{len(present)} of {len(image.layers)} layers already there)"
+            )
             with timed(progress, what):
                 relay([*argv, str(tar)], progress, what=f"ctr images import {tar}")
     if todo:

@@ -112,9 +112,15 @@ def entry_of(tree: Path, rel: str, st: os.stat_result) -> Entry:
     assert kind is not None
     target = os.readlink(tree / rel) if kind == "l" else ""
     return Entry(
-        kind, stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid,
-        st.st_size if kind == "f" else 0, st.st_mtime_ns, st.st_ino, target,
-    )  # fmt: skip
+        kind,
+        stat.S_IMODE(st.st_mode),
+        st.st_uid,
+        st.st_gid,
+        st.st_size if kind == "f" else 0,
+        st.st_mtime_ns,
+        st.st_ino,
+        target,
+    )
 
 
 def snapshot(tree: Path) -> Snapshot:
@@ -131,8 +137,11 @@ def _changed(old: Entry | None, new: Entry) -> bool:
     if new.kind == "d":  # cp -al makes new directories: compare metadata, not inodes
         return (old.mode, old.mtime_ns) != (new.mode, new.mtime_ns)
     return (old.ino, old.size, old.mtime_ns, old.mode) != (
-        new.ino, new.size, new.mtime_ns, new.mode,
-    )  # fmt: skip
+        new.ino,
+        new.size,
+        new.mtime_ns,
+        new.mode,
+    )
 
 
 def diff(old: Snapshot, new: Snapshot) -> tuple[list[str], list[str]]:

@@ -204,8 +204,10 @@ def write_thin_layout_tar(source: Path, out: Path, leave_out: set[str]) -> int:
     """
     skipped = {blob_name(digest) for digest in leave_out}
     count = 0
-    with tarfile.open(source) as src, tarfile.TarFile(out, "w", format=tarfile.PAX_FORMAT,
-                                                      copybufsize=1 << 20) as dst:  # fmt: skip
+    with (
+        tarfile.open(source) as src,
+        tarfile.TarFile(out, "w", format=tarfile.PAX_FORMAT, copybufsize=1 << 20) as dst,
+    ):
         for member in src:
             if member.name in skipped:
                 count += 1

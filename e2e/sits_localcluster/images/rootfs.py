@@ -42,20 +42,33 @@ SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 DEV_NODES = ("null", "zero", "full", "random", "urandom", "tty")
 # Host apt settings a chroot build needs to reach the same mirror the same way.
 APT_PASSTHROUGH = (
-    "Acquire::Check-Valid-Until", "Acquire::Check-Date", "Acquire::http::Proxy",
-    "Acquire::https::Proxy", "Acquire::Retries",
-)  # fmt: skip
+    "Acquire::Check-Valid-Until",
+    "Acquire::Check-Date",
+    "Acquire::http::Proxy",
+    "Acquire::https::Proxy",
+    "Acquire::Retries",
+)
 # pip settings of the host that matter inside the root (an index mirror, timeouts).
 PIP_PASSTHROUGH = (
-    "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_TRUSTED_HOST", "PIP_DEFAULT_TIMEOUT",
-)  # fmt: skip
+    "PIP_INDEX_URL",
+    "PIP_EXTRA_INDEX_URL",
+    "PIP_TRUSTED_HOST",
+    "PIP_DEFAULT_TIMEOUT",
+)
 # pip lines not worth relaying (a failure still shows the full tail); kept: downloads of
 # 10 MB and more (the slow part), "Successfully installed", warnings and errors.
 NOISE = (
-    "Requirement already satisfied", "Collecting ", "Using cached", "Attempting uninstall",
-    "Found existing installation", "Uninstalling ", "Successfully uninstalled",
-    "Looking in links", "Processing ", "Installing collected packages",
-)  # fmt: skip
+    "Requirement already satisfied",
+    "Collecting ",
+    "Using cached",
+    "Attempting uninstall",
+    "Found existing installation",
+    "Uninstalling ",
+    "Successfully uninstalled",
+    "Looking in links",
+    "Processing ",
+    "Installing collected packages",
+)
 _SMALL_DOWNLOAD = re.compile(r"Downloading .*\((\d+(\.\d+)? kB|\d\.\d+ MB)\)$")
 _OCTAL = re.compile(r"\\([0-7]{3})")  # mountinfo escapes space, tab, newline, backslash
 
@@ -147,8 +160,14 @@ def host_apt_options() -> list[str]:
 # -- running things ------------------------------------------------------------------------
 
 
-def relay(argv: Sequence[str], progress: Progress, *, env: Mapping[str, str] | None = None,
-          what: str, echo: bool = True) -> list[str]:  # fmt: skip
+def relay(
+    argv: Sequence[str],
+    progress: Progress,
+    *,
+    env: Mapping[str, str] | None = None,
+    what: str,
+    echo: bool = True,
+) -> list[str]:
     """Run ``argv``, relay its output lines (indented, pip's noise dropped), return them.
 
     Raises :class:`RootfsError` with the last lines when it fails: a multi-minute step
@@ -156,9 +175,13 @@ def relay(argv: Sequence[str], progress: Progress, *, env: Mapping[str, str] | N
     """
     lines: list[str] = []
     with subprocess.Popen(
-        list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True, env=dict(env) if env is not None else None,
-    ) as proc:  # fmt: skip
+        list(argv),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=dict(env) if env is not None else None,
+    ) as proc:
         assert proc.stdout is not None
         for raw in proc.stdout:
             line = raw.rstrip("\n")
@@ -199,13 +222,20 @@ def mmdebstrap(target: Path, suite: str, packages: Sequence[str], progress: Prog
     """
     require_root("mmdebstrap")
     argv = [
-        "mmdebstrap", "--mode=root", "--variant=minbase", f"--include={','.join(packages)}",
-        "--dpkgopt=path-exclude=/usr/share/man/*", "--dpkgopt=path-exclude=/usr/share/info/*",
-        "--dpkgopt=path-exclude=/usr/share/locale/*", "--dpkgopt=path-exclude=/usr/share/doc/*",
+        "mmdebstrap",
+        "--mode=root",
+        "--variant=minbase",
+        f"--include={','.join(packages)}",
+        "--dpkgopt=path-exclude=/usr/share/man/*",
+        "--dpkgopt=path-exclude=/usr/share/info/*",
+        "--dpkgopt=path-exclude=/usr/share/locale/*",
+        "--dpkgopt=path-exclude=/usr/share/doc/*",
         "--dpkgopt=path-include=/usr/share/doc/*/copyright",
         *(f"--aptopt={option}" for option in host_apt_options()),
-        suite, str(target), *(source.line() for source in host_apt_sources(suite)),
-    ]  # fmt: skip
+        suite,
+        str(target),
+        *(source.line() for source in host_apt_sources(suite)),
+    ]
     relay(argv, progress, what="mmdebstrap")
 
 
@@ -246,8 +276,9 @@ def _require_mount_points(root: Path, resolv: bool) -> None:
         raise RootfsError(f"{conf} must be a regular file to bind the host's over it")
 
 
-def _mount_script(root: Path, host_dir: Path | None, pip_cache: Path | None, resolv: bool,
-                  argv: Sequence[str]) -> str:  # fmt: skip
+def _mount_script(
+    root: Path, host_dir: Path | None, pip_cache: Path | None, resolv: bool, argv: Sequence[str]
+) -> str:
     r = shlex.quote(str(root))
     lines = [
         "set -eu",
@@ -275,9 +306,16 @@ def _mount_script(root: Path, host_dir: Path | None, pip_cache: Path | None, res
 
 
 def run_in_root(
-    root: Path, argv: Sequence[str], progress: Progress, *, env: Mapping[str, str],
-    host_dir: Path | None = None, pip_cache: Path | None = None, what: str = "", echo: bool = True,
-) -> list[str]:  # fmt: skip
+    root: Path,
+    argv: Sequence[str],
+    progress: Progress,
+    *,
+    env: Mapping[str, str],
+    host_dir: Path | None = None,
+    pip_cache: Path | None = None,
+    what: str = "",
+    echo: bool = True,
+) -> list[str]:
     """Run ``argv`` chrooted in ``root`` in a private mount namespace; return its output.
 
     ``env`` is the command's whole environment (nothing of ours leaks in). Afterwards
@@ -299,8 +337,11 @@ def run_in_root(
 
 def host_ca_bundle() -> Path | None:
     """The CA bundle the host's pip trusts (it may hold a site CA the tree lacks)."""
-    for candidate in (os.environ.get("PIP_CERT"), os.environ.get("SSL_CERT_FILE"),
-                      "/etc/ssl/certs/ca-certificates.crt"):  # fmt: skip
+    for candidate in (
+        os.environ.get("PIP_CERT"),
+        os.environ.get("SSL_CERT_FILE"),
+        "/etc/ssl/certs/ca-certificates.crt",
+    ):
         if candidate and Path(candidate).is_file():
             return Path(candidate)
     return None
@@ -317,11 +358,16 @@ class Root:
 
     def env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
         env = {
-            "PATH": f"/opt/venv/bin:{SYSTEM_PATH}", "HOME": HOME_IN_ROOT, "LANG": "C.UTF-8",
+            "PATH": f"/opt/venv/bin:{SYSTEM_PATH}",
+            "HOME": HOME_IN_ROOT,
+            "LANG": "C.UTF-8",
             # Byte code is compiled once per layer as unchecked-hash .pyc (compile_python).
-            "PYTHONDONTWRITEBYTECODE": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1",
-            "PIP_NO_INPUT": "1", "PIP_PROGRESS_BAR": "off", "PIP_ROOT_USER_ACTION": "ignore",
-        }  # fmt: skip
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+            "PIP_NO_INPUT": "1",
+            "PIP_PROGRESS_BAR": "off",
+            "PIP_ROOT_USER_ACTION": "ignore",
+        }
         if self.pip_cache is not None:
             env["PIP_CACHE_DIR"] = PIP_CACHE_IN_ROOT
         env |= {key: os.environ[key] for key in PIP_PASSTHROUGH if key in os.environ}
@@ -334,17 +380,31 @@ class Root:
             env["PIP_CONFIG_FILE"] = f"{HOST_DIR_IN_ROOT}/pip.conf"
         return env | dict(extra or {})
 
-    def run(self, *argv: str, env: Mapping[str, str] | None = None, what: str = "",
-            echo: bool = True) -> list[str]:  # fmt: skip
+    def run(
+        self, *argv: str, env: Mapping[str, str] | None = None, what: str = "", echo: bool = True
+    ) -> list[str]:
         return run_in_root(
-            self.tree, argv, self.progress, env=self.env(env), host_dir=self.host_dir,
-            pip_cache=self.pip_cache, what=what, echo=echo,
-        )  # fmt: skip
+            self.tree,
+            argv,
+            self.progress,
+            env=self.env(env),
+            host_dir=self.host_dir,
+            pip_cache=self.pip_cache,
+            what=what,
+            echo=echo,
+        )
 
     def pip(self, *args: str, python: str = "/opt/venv/bin/python") -> list[str]:
         """``pip install --no-compile ...`` with the venv's interpreter."""
-        return self.run(python, "-m", "pip", "install", "--no-compile", *args,
-                        what=f"pip install {' '.join(args)}")  # fmt: skip
+        return self.run(
+            python,
+            "-m",
+            "pip",
+            "install",
+            "--no-compile",
+            *args,
+            what=f"pip install {' '.join(args)}",
+        )
 
     def stage(self, source: Path, name: str | None = None) -> str:
         """Copy a host file where commands in the root can read it; return its path there."""

@@ -58,8 +58,18 @@ def build_pause_tree(tree: Path, progress: Progress) -> None:
     """/pause, statically linked and stripped, in an otherwise empty tree."""
     tree.mkdir(parents=True)
     binary = tree / "pause"
-    argv = ["gcc", "-static", "-Os", "-s", "-Wall", "-Wextra", "-Werror",
-            "-o", str(binary), str(PAUSE_SOURCE)]  # fmt: skip
+    argv = [
+        "gcc",
+        "-static",
+        "-Os",
+        "-s",
+        "-Wall",
+        "-Wextra",
+        "-Werror",
+        "-o",
+        str(binary),
+        str(PAUSE_SOURCE),
+    ]
     relay(argv, progress, what="gcc -static pause.c")
     binary.chmod(0o755)
 

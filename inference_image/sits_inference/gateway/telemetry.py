@@ -39,8 +39,14 @@ from .window import VariantWindow
 
 REJECT_LABELS = ("namespace", "sits_deployment", "code", "reason")
 VARIANT_LABELS = ("namespace", "sits_deployment", "variant")
-GENAI_LABELS = ("namespace", "sits_deployment", "variant", "gen_ai.operation.name",
-                "gen_ai.request.model", "error.type")  # fmt: skip
+GENAI_LABELS = (
+    "namespace",
+    "sits_deployment",
+    "variant",
+    "gen_ai.operation.name",
+    "gen_ai.request.model",
+    "error.type",
+)
 
 
 class Probes:
@@ -70,38 +76,49 @@ class Probes:
 
     def _create_instruments(self, meter: Meter) -> None:
         meter.create_observable_counter(
-            "sits_gateway_rejected_total", [self._rejected.observe], unit="{request}",
+            "sits_gateway_rejected_total",
+            [self._rejected.observe],
+            unit="{request}",
             description="Requests answered by the gateway before a variant was chosen.",
-        )  # fmt: skip
+        )
         meter.create_observable_counter(
-            "sits_gateway_upstream_retries_total", [self._retries.observe], unit="{request}",
+            "sits_gateway_upstream_retries_total",
+            [self._retries.observe],
+            unit="{request}",
             description="Requests resent once after a pooled connection closed under them.",
-        )  # fmt: skip
+        )
         meter.create_observable_gauge(
-            "sits_gateway_variant_weight_percent", [self._observe_weights], unit="%",
+            "sits_gateway_variant_weight_percent",
+            [self._observe_weights],
+            unit="%",
             description="Weight the gateway currently applies per variant.",
-        )  # fmt: skip
+        )
         meter.create_observable_gauge(
-            "sits_gateway_variant_endpoints", [self._observe_endpoints], unit="{endpoint}",
+            "sits_gateway_variant_endpoints",
+            [self._observe_endpoints],
+            unit="{endpoint}",
             description="Ready endpoints the gateway currently knows per variant.",
-        )  # fmt: skip
+        )
         if self._genai:
             self._genai_instruments(meter)
 
     def _genai_instruments(self, meter: Meter) -> None:
         """The OpenTelemetry GenAI server metrics, so standard dashboards work too."""
         self._g_duration = meter.create_histogram(
-            "gen_ai.server.request.duration", unit="s",
+            "gen_ai.server.request.duration",
+            unit="s",
             explicit_bucket_boundaries_advisory=LATENCY_BUCKETS,
-        )  # fmt: skip
+        )
         self._g_ttft = meter.create_histogram(
-            "gen_ai.server.time_to_first_token", unit="s",
+            "gen_ai.server.time_to_first_token",
+            unit="s",
             explicit_bucket_boundaries_advisory=LATENCY_BUCKETS,
-        )  # fmt: skip
+        )
         self._g_tpot = meter.create_histogram(
-            "gen_ai.server.time_per_output_token", unit="s",
+            "gen_ai.server.time_per_output_token",
+            unit="s",
             explicit_bucket_boundaries_advisory=PER_TOKEN_BUCKETS,
-        )  # fmt: skip
+        )
 
     # -- table ---------------------------------------------------------------------------
 

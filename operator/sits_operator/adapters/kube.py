@@ -8,7 +8,7 @@ loop, no threads), a no-op implementation that records calls, and a factory.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeAlias
 
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -19,6 +19,12 @@ APPLY = "application/apply-patch+yaml"
 MERGE = "application/merge-patch+json"
 
 Manifest = dict[str, Any]
+
+# The client's connection and its error under this adapter's names: the handlers hold an
+# ApiClient and catch KubeApiError without importing kubernetes_asyncio (import-linter,
+# "Only the adapters import the API clients").
+ApiClient: TypeAlias = client.ApiClient
+KubeApiError = ApiException
 
 
 class KubeWriter(Protocol):

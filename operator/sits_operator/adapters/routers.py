@@ -8,15 +8,20 @@ a no-op, and a factory.
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Protocol
 
 from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from sits_operator.adapters.gateway import GatewayPod, GatewayReader, HttpGatewayReader
+from sits_operator.core.http_route import route_weights, with_route_weights
 from sits_operator.core.naming import gateway_selector_labels
 from sits_operator.core.traffic import agreed_weights
 from sits_operator.model.settings import OperatorSettings
 from sits_operator.model.spec import ObjectRef, SitsDeploymentSpec
+
+log = logging.getLogger("sits_operator.analysis")
 
 
 class TrafficRouter(Protocol):
@@ -27,6 +32,18 @@ class TrafficRouter(Protocol):
         self, owner: ObjectRef, spec: SitsDeploymentSpec, weights: dict[str, int]
     ) -> None:
         """Make traffic follow these weights."""
+
+
+async def read_weights_back(
+    router: TrafficRouter, owner: ObjectRef, spec: SitsDeploymentSpec
+) -> dict[str, int] | None:
+    """What the router reports traffic follows; None when the apiserver refused the read
+    (the engine then decides from its stored weights, and nothing is written this pass)."""
+    try:
+        return await router.read_weights(owner, spec)
+    except ApiException as exc:
+        log.warning("reading weights back failed: %s", exc.reason)
+        return None
 
 
 class NoopRouter:
@@ -87,42 +104,6 @@ class BuiltinRouter:
 
 
 GATEWAY_GROUP, GATEWAY_VERSION, HTTPROUTES = "gateway.networking.k8s.io", "v1", "httproutes"
-
-
-def route_weights(route: dict[str, Any], services: dict[str, str]) -> dict[str, int]:
-    """Weights of the variant Services among the route's backendRefs (service -> variant).
-
-    A Service referenced in several rules counts once (the first rule's weight): the
-    operator keeps them equal. A backendRef without weight has weight 1 (the spec's default).
-    """
-    weights: dict[str, int] = {}
-    for rule in route.get("spec", {}).get("rules") or []:
-        for ref in rule.get("backendRefs") or []:
-            variant = services.get(ref.get("name", ""))
-            if variant is not None and ref.get("kind", "Service") == "Service":
-                weights.setdefault(variant, int(ref.get("weight", 1)))
-    return weights
-
-
-def with_route_weights(
-    route: dict[str, Any], services: dict[str, str], weights: dict[str, int]
-) -> dict[str, Any]:
-    """The route with every variant backendRef's weight set; matches, filters and other
-    backends untouched. Rules that reference a variant get the missing variants added."""
-    by_variant = {variant: service for service, variant in services.items()}
-    rules = []
-    for rule in route.get("spec", {}).get("rules") or []:
-        refs = [dict(ref) for ref in rule.get("backendRefs") or []]
-        named = {ref.get("name") for ref in refs}
-        if named & set(services):
-            for ref in refs:
-                if ref.get("name") in services:
-                    ref["weight"] = weights.get(services[ref["name"]], 0)
-            for variant, service in by_variant.items():
-                if service not in named:
-                    refs.append({"name": service, "port": 8080, "weight": weights.get(variant, 0)})
-        rules.append({**rule, "backendRefs": refs})
-    return {**route, "spec": {**route.get("spec", {}), "rules": rules}}
 
 
 class GatewayAPIRouter:

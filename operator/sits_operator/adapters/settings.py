@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+from sits_operator.adapters.notification_settings import notifications_from_env
 from sits_operator.model.settings import OperatorSettings
 
 
@@ -22,4 +23,5 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> OperatorSettings:
         default_kv_cache_fraction=float(
             env.get("SITS_DEFAULT_KV_CACHE_FRACTION", defaults.default_kv_cache_fraction)
         ),
+        notifications=notifications_from_env(env),
     )

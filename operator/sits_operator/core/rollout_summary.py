@@ -24,6 +24,7 @@ from sits_operator.model.analysis import (
     AnalysisState,
     Command,
     Decision,
+    DecisionAction,
     RolloutPlan,
     RuleSamples,
     Sample,
@@ -47,12 +48,12 @@ def summarize(state: AnalysisState, plan: RolloutPlan, policy: Policy) -> Rollou
     """Where the rollout stands and what its next move waits for."""
     phase = Phase(state.phase.value)
     if state.phase is AnalysisPhase.ROLLED_BACK:
-        why = _strip(_last_reason(state, "rollback"), "rolled back: ")
+        why = _strip(_last_reason(state, DecisionAction.ROLLBACK), "rolled back: ")
         where = f"rolled back: all traffic on {plan.stable}"
         return RolloutSummary(phase, where, f"{why}; waiting for a new revision or sits.dev/retry")
     if state.phase is AnalysisPhase.SUCCEEDED:
         where = f"succeeded: all traffic on {', '.join(plan.candidates)}"
-        return RolloutSummary(phase, where, _last_reason(state, "promote"))
+        return RolloutSummary(phase, where, _last_reason(state, DecisionAction.PROMOTE))
     if state.phase is AnalysisPhase.DEGRADED:
         return RolloutSummary(phase, "analysis impossible", state.last_reason)
     if state.phase is AnalysisPhase.PAUSED:
@@ -144,10 +145,10 @@ def _last(state: AnalysisState) -> float:
     return state.last_evaluated_at or 0.0
 
 
-def _last_reason(state: AnalysisState, action: str) -> str:
+def _last_reason(state: AnalysisState, action: DecisionAction) -> str:
     """The reason of the latest history entry of `action` (later acknowledgements, e.g. an
     ignored abort, overwrite last_reason but not what the rollout is in)."""
-    entry = next((h for h in reversed(state.history) if h.action == action), None)
+    entry = next((h for h in reversed(state.history) if h.action is action), None)
     return entry.reason if entry is not None else state.last_reason
 
 

@@ -7,18 +7,14 @@ manual command arrives), so that one loop writes status once per pass.
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubernetes_asyncio import client
-from kubernetes_asyncio.client.exceptions import ApiException
-
-from sits_operator.adapters.kube import read_secret_value
+from sits_operator.adapters.kube import ApiClient, read_secret_value
 from sits_operator.adapters.prometheus import MetricsProvider, Target, make_provider
-from sits_operator.adapters.routers import TrafficRouter, make_router
+from sits_operator.adapters.routers import TrafficRouter, make_router, read_weights_back
 from sits_operator.core.analysis import decide
 from sits_operator.core.metric_source import metric_source
 from sits_operator.core.rollout_plan import build_plan
@@ -34,9 +30,8 @@ from sits_operator.model.observed import ObservedState
 from sits_operator.model.policy import Policy, parse_policy
 from sits_operator.model.spec import ObjectRef, SitsDeploymentSpec
 
-log = logging.getLogger("sits_operator.analysis")
 ProviderFactory = Callable[[str | None, dict[str, str] | None], MetricsProvider]
-RouterFactory = Callable[[str, client.ApiClient | None], TrafficRouter]
+RouterFactory = Callable[[str, ApiClient | None], TrafficRouter]
 
 
 def commands_from(annotations: Mapping[str, str]) -> dict[Command, str]:
@@ -65,7 +60,7 @@ class Evaluation:
 
 @dataclass
 class Analyzer:
-    api: client.ApiClient | None
+    api: ApiClient | None
     provider_factory: ProviderFactory = lambda url, headers: make_provider(url, headers=headers)
     router_factory: RouterFactory = make_router
     clock: Callable[[], float] = time.time
@@ -102,12 +97,9 @@ class Analyzer:
         plan = build_plan(spec, observed)
         state = AnalysisState.from_dict(dict(previous_status.get("analysis") or {}))
         router = self.router_factory(spec.traffic.router.value, self.api)
-        read_failed = False
-        try:
-            observed_weights = await router.read_weights(owner, spec)
-        except ApiException as exc:
-            log.warning("reading weights back failed: %s", exc.reason)
-            observed_weights, read_failed = {}, True
+        read_back = await read_weights_back(router, owner, spec)
+        read_failed = read_back is None
+        observed_weights = read_back or {}
         if not plan.candidates_ready:
             # The read-back then shows our own "no traffic to unready pods" rule, not a
             # decision anyone made: decide from the stored weights instead.

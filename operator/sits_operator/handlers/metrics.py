@@ -1,10 +1,14 @@
 """The operator's own Prometheus metrics: everything it decides is counted.
 
-Beside the operator-wide counters, two gauges per SitsDeployment (labelled `namespace` and
-`name`, so an alert can name the rollout): `sits_rollout_phase` is 1 for the current
-phase and 0 for every other (kube-state-metrics' style, so `sits_rollout_phase{phase=
-"RolledBack"} == 1` is the alert), `sits_rollout_weight` the traffic share of each
-variant as status shows it. Both are removed when the SitsDeployment goes.
+Beside the operator-wide counters, three gauges per SitsDeployment, labelled `namespace`
+and `sits_deployment` as the request metrics are (so an alert names the rollout the way the
+alert receiver reads it, and rules can join them with the SLIs): `sits_rollout_phase` is 1
+for the current phase and 0 for every other (kube-state-metrics' style, so
+`sits_rollout_phase{phase="RolledBack"} == 1` is the alert), `sits_rollout_weight` the
+traffic share of each variant as status shows it, and `sits_rollout_candidate` 1 for a
+variant that is a candidate under analysis (0 otherwise): the chart's candidate alert joins
+on it, so an SLO alert routed to the operator's webhook fires on candidates only. All are
+removed when the SitsDeployment goes.
 """
 
 from __future__ import annotations
@@ -16,7 +20,8 @@ from typing import Any
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from sits_operator.model.status import Phase
+from sits_operator.model.spec import Role
+from sits_operator.model.status import ANALYSING, Phase
 
 
 class ReconcileResult(StrEnum):
@@ -60,13 +65,20 @@ PROMETHEUS_ERRORS = Counter(
 ROLLOUT_PHASE = Gauge(
     "sits_rollout_phase",
     "1 for the SitsDeployment's current status.phase, 0 for the others.",
-    ["namespace", "name", "phase"],
+    ["namespace", "sits_deployment", "phase"],
 )
 ROLLOUT_WEIGHT = Gauge(
     "sits_rollout_weight",
     "Percent of the SitsDeployment's traffic on a variant (status.variants[].weight).",
-    ["namespace", "name", "variant"],
+    ["namespace", "sits_deployment", "variant"],
 )
+ROLLOUT_CANDIDATE = Gauge(
+    "sits_rollout_candidate",
+    "1 while the variant is a candidate under analysis (phase Progressing, Paused or "
+    "Promoting), else 0.",
+    ["namespace", "sits_deployment", "variant"],
+)
+
 # Per SitsDeployment: the variants it has a weight series for (a variant removed from the
 # spec loses its series).
 _weighted: dict[tuple[str, str], frozenset[str]] = {}
@@ -84,8 +96,13 @@ def observe_rollout(namespace: str, name: str, status: Mapping[str, Any]) -> Non
     weights = {str(row["name"]): float(row.get("weight") or 0) for row in rows}
     for gone in _weighted.get((namespace, name), frozenset()) - weights.keys():
         ROLLOUT_WEIGHT.remove(namespace, name, gone)
-    for variant, weight in weights.items():
-        ROLLOUT_WEIGHT.labels(namespace, name, variant).set(weight)
+        ROLLOUT_CANDIDATE.remove(namespace, name, gone)
+    analysing = current in ANALYSING
+    for row in rows:
+        variant = str(row["name"])
+        ROLLOUT_WEIGHT.labels(namespace, name, variant).set(weights[variant])
+        candidate = analysing and row.get("role") == Role.CANDIDATE.value
+        ROLLOUT_CANDIDATE.labels(namespace, name, variant).set(1 if candidate else 0)
     _weighted[(namespace, name)] = frozenset(weights)
 
 
@@ -95,6 +112,7 @@ def forget_rollout(namespace: str, name: str) -> None:
         _remove(ROLLOUT_PHASE, namespace, name, phase.value)
     for variant in _weighted.pop((namespace, name), frozenset()):
         _remove(ROLLOUT_WEIGHT, namespace, name, variant)
+        _remove(ROLLOUT_CANDIDATE, namespace, name, variant)
 
 
 def _remove(gauge: Gauge, *labels: str) -> None:

@@ -14,16 +14,19 @@ import os
 from typing import Any
 
 import kopf
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from sits_operator.adapters.gateway import make_gateway_reader
-from sits_operator.adapters.kube import api_client_from_environment, make_kube_writer
+from sits_operator.adapters.kube import (
+    KubeApiError,
+    api_client_from_environment,
+    make_kube_writer,
+)
 from sits_operator.adapters.settings import settings_from_env
-from sits_operator.core import naming
-from sits_operator.handlers import observe
+from sits_operator.core import naming, observe
 from sits_operator.handlers.alerts import start_alert_server
 from sits_operator.handlers.analysis import Analyzer
-from sits_operator.handlers.reconcile import Reconciler
+from sits_operator.handlers.notifications import notifying_poster, start_notifier
+from sits_operator.handlers.reconcile import Reconciler, post_event
 from sits_operator.handlers.wakeups import Wakeups
 from sits_operator.model.spec import API_GROUP, API_VERSION, PLURAL
 
@@ -55,11 +58,14 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     operator_settings = settings_from_env()
     api = await api_client_from_environment()
     memo["api"] = api
+    # Webhooks hear of every decision and phase change (handlers/notifications.py).
+    notifier = memo["notifier"] = await start_notifier(operator_settings.notifications)
     memo["reconciler"] = Reconciler(
         writer=make_kube_writer(api, field_manager=operator_settings.field_manager),
         settings=operator_settings,
         analyzer=Analyzer(api),
         gateway_reader=make_gateway_reader(True),
+        post=post_event if notifier is None else notifying_poster(post_event, notifier),
     )
     address = os.environ.get("SITS_ALERT_WEBHOOK_ADDRESS", "")
     if address:
@@ -69,6 +75,8 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
 
 @kopf.on.cleanup()
 async def close(memo: kopf.Memo, **_: Any) -> None:
+    if memo.get("notifier") is not None:  # drains what is queued, within its bound
+        await memo["notifier"].close()
     if "alerts" in memo:
         await memo["alerts"].cleanup()
     await memo["api"].close()
@@ -197,7 +205,7 @@ async def reconcile_loop(
                 recheck = reconciler.recheck_in(namespace, name)
                 if recheck is not None:  # a gateway still applying the last decision
                     delay = min(delay, max(recheck, 0.05))
-            except ApiException as exc:
+            except KubeApiError as exc:
                 log.warning(
                     "reconcile of %s/%s failed: %s %s: %s",
                     namespace,

@@ -22,6 +22,12 @@ from sits_operator.adapters.kube import KubeWriter
 from sits_operator.core import naming
 from sits_operator.core.analysis import scaledown
 from sits_operator.core.analysis.identity import SpecChange, spec_change
+from sits_operator.core.analysis_status import (
+    analysis_condition,
+    analysis_fields,
+    commands_pending,
+    rollout_summary,
+)
 from sits_operator.core.gateway import wants_gateway
 from sits_operator.core.naming import Component
 from sits_operator.core.plan import Plan, plan_children
@@ -31,12 +37,6 @@ from sits_operator.core.status import OWNED_FIELDS, StatusInputs, StatusResult, 
 from sits_operator.core.validation import semantic_problems
 from sits_operator.handlers import metrics
 from sits_operator.handlers.analysis import Analyzer, commands_from, policy_from_index
-from sits_operator.handlers.analysis_status import (
-    analysis_condition,
-    analysis_fields,
-    commands_pending,
-    rollout_summary,
-)
 from sits_operator.handlers.metrics import ReconcileResult
 from sits_operator.model.analysis import AnalysisState
 from sits_operator.model.durations import parse_duration

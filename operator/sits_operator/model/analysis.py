@@ -54,6 +54,30 @@ class Command(StrEnum):
     RETRY = "retry"
 
 
+class DecisionAction(StrEnum):
+    """What one evaluation did: `Decision.action`, `status.analysis.lastAction` and
+    `history[].action`, and the `action` label of `sits_operator_decisions_total`.
+
+    A policy prescribes (model/policy.py: a rule's `ActionType`, `NoDataAction`,
+    `ErrorAction`); the analysis decides, and a prescription carried out is recorded as
+    the decision of the same word, so each of those values is also a member here
+    (tests/unit/test_decision_action.py). The rest are the analysis' own moves.
+    """
+
+    RESTART = "restart"  # a fresh analysis: a new revision, or sits.dev/retry
+    STEP = "step"  # the next weight step
+    PROMOTE = "promote"  # candidates to 100 % (Promoting), then Succeeded
+    ROLLBACK = "rollback"  # all traffic to stable (RolledBack)
+    SET_WEIGHT = "setWeight"  # a rule's weight cut
+    PAUSE = "pause"  # stopped until sits.dev/resume
+    RESUME = "resume"  # back to Progressing
+    HOLD = "hold"  # nothing moves this period
+    FREEZE = "freeze"  # nothing moves: the SLI queries fail (onError.action freeze)
+    ADOPT = "adopt"  # the spec now states the terminal outcome: its key taken over
+    SCALE_DOWN = "scaleDown"  # the terminal decision's losers to zero replicas
+    NONE = "none"  # not evaluated (period already evaluated, terminal) or command ignored
+
+
 def command_annotation(command: Command) -> str:
     """`sits.dev/<command>`: the operator's annotations are in its API group's domain."""
     return f"{API_GROUP}/{command.value}"
@@ -178,7 +202,7 @@ class Breach:
 @dataclass(frozen=True)
 class HistoryEntry:
     at: float
-    action: str
+    action: DecisionAction
     reason: str
     weights: dict[str, int]
 
@@ -198,7 +222,7 @@ class AnalysisState:
     last_evaluated_at: float | None = None
     paused_reason: str = ""
     acknowledged: dict[str, str] = field(default_factory=dict)  # command -> annotation value
-    last_action: str = ""
+    last_action: DecisionAction | None = None
     last_reason: str = ""
     history: tuple[HistoryEntry, ...] = ()
     # When the phase became Succeeded or RolledBack: the scale-down delay counts from here.
@@ -229,10 +253,15 @@ class AnalysisState:
             "lastEvaluatedAt": self.last_evaluated_at,
             "pausedReason": self.paused_reason,
             "acknowledged": dict(self.acknowledged),
-            "lastAction": self.last_action,
+            "lastAction": self.last_action.value if self.last_action else "",
             "lastReason": self.last_reason,
             "history": [
-                {"at": h.at, "action": h.action, "reason": h.reason, "weights": dict(h.weights)}
+                {
+                    "at": h.at,
+                    "action": h.action.value,
+                    "reason": h.reason,
+                    "weights": dict(h.weights),
+                }
                 for h in self.history
             ],
             "finishedAt": self.finished_at,
@@ -261,12 +290,12 @@ class AnalysisState:
             last_evaluated_at=raw.get("lastEvaluatedAt"),
             paused_reason=str(raw.get("pausedReason", "")),
             acknowledged={str(k): str(v) for k, v in (raw.get("acknowledged") or {}).items()},
-            last_action=str(raw.get("lastAction", "")),
+            last_action=DecisionAction(raw["lastAction"]) if raw.get("lastAction") else None,
             last_reason=str(raw.get("lastReason", "")),
             history=tuple(
                 HistoryEntry(
                     float(h["at"]),
-                    str(h["action"]),
+                    DecisionAction(str(h["action"])),
                     str(h["reason"]),
                     {str(k): int(v) for k, v in (h.get("weights") or {}).items()},
                 )
@@ -290,7 +319,7 @@ class Decision:
     """Everything one evaluation decided. `weights` is None when traffic stays as it is."""
 
     state: AnalysisState
-    action: str
+    action: DecisionAction
     reason: str
     weights: dict[str, int] | None = None
     verdicts: tuple[RuleVerdict, ...] = ()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from sits_operator.model.notifications import NotificationSettings
 
 
 @dataclass(frozen=True)
@@ -21,3 +23,5 @@ class OperatorSettings:
     # KV-cache share of the slice when the spec does not say how large the weights are.
     default_kv_cache_fraction: float = 0.4
     resync_seconds: float = 60.0
+    # Webhooks told of decisions and phase changes (model/notifications.py).
+    notifications: NotificationSettings = field(default_factory=NotificationSettings)

@@ -18,6 +18,11 @@ class Phase(StrEnum):
     INVALID = "Invalid"
 
 
+#: The phases in which a candidate is under analysis or being promoted: what an abort (a
+#: manual one or an alert's) acts on, and what `sits_rollout_candidate` reports.
+ANALYSING = frozenset({Phase.PROGRESSING, Phase.PAUSED, Phase.PROMOTING})
+
+
 class ConditionType(StrEnum):
     READY = "Ready"
     PROGRESSING = "Progressing"
@@ -70,7 +75,7 @@ class ConditionReason(StrEnum):
     WEIGHTS_APPLIED = "WeightsApplied"
     GATEWAY_BEHIND = "GatewayBehind"
     GATEWAY_UNAVAILABLE = "GatewayUnavailable"
-    # Analysis condition (handlers/analysis_status.py, handlers/reconcile.py).
+    # Analysis condition (core/analysis_status.py, handlers/reconcile.py).
     POLICY_NOT_FOUND = "PolicyNotFound"
     METRICS_ERROR = "MetricsError"
     NO_DATA = "NoData"

@@ -26,6 +26,7 @@ from sits_operator.model.analysis import (
     AnalysisPhase,
     AnalysisState,
     Command,
+    DecisionAction,
     command_annotation,
 )
 
@@ -59,7 +60,9 @@ def apply_commands(
 def _ignored(state: AnalysisState, annotation: str, why: str) -> Outcome:
     """Acknowledged but nothing to do: say so, in status and in an event."""
     reason = f"{annotation} ignored: {why}"
-    return hold(state, reason, action="none").after_events((normal("CommandIgnored", reason),))
+    return hold(state, reason, action=DecisionAction.NONE).after_events(
+        (normal("CommandIgnored", reason),)
+    )
 
 
 def _retry(ctx: Context, state: AnalysisState, annotation: str) -> Outcome:

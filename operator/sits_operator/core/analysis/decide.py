@@ -39,6 +39,7 @@ from sits_operator.model.analysis import (
     AnalysisState,
     Command,
     Decision,
+    DecisionAction,
     RolloutPlan,
     RuleSamples,
 )
@@ -64,7 +65,7 @@ def decide(
     if state.phase in TERMINAL:
         return _terminal(ctx, state)
     if state.last_period == ctx.period:
-        return Decision(state, "none", f"period {ctx.period} already evaluated")
+        return Decision(state, DecisionAction.NONE, f"period {ctx.period} already evaluated")
     return _evaluate(ctx, _trusted(ctx, state))
 
 
@@ -120,7 +121,7 @@ def _terminal(ctx: Context, state: AnalysisState) -> Decision:
     if losers:
         return to_decision(scale_down(ctx, state, losers), ctx.observed)
     reason = f"{state.phase.value}: waiting for a new revision or sits.dev/retry"
-    return to_decision(Outcome(state, "none", reason), ctx.observed)
+    return to_decision(Outcome(state, DecisionAction.NONE, reason), ctx.observed)
 
 
 def _evaluate(ctx: Context, state: AnalysisState) -> Decision:
@@ -143,7 +144,12 @@ def _evaluate(ctx: Context, state: AnalysisState) -> Decision:
         reason = "analysis possible again: back to Progressing (this period not counted)"
         event = normal("Resumed", reason)
         back = transition(
-            marked, ctx.now, "resume", reason, event=event, phase=AnalysisPhase.PROGRESSING
+            marked,
+            ctx.now,
+            DecisionAction.RESUME,
+            reason,
+            event=event,
+            phase=AnalysisPhase.PROGRESSING,
         )
         return to_decision(back, ctx.observed, verdicts)
     waiting = readiness.gate(ctx, marked)

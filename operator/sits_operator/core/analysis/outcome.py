@@ -15,6 +15,7 @@ from sits_operator.model.analysis import (
     AnalysisPhase,
     AnalysisState,
     Decision,
+    DecisionAction,
     EventNote,
     HistoryEntry,
     RolloutPlan,
@@ -46,7 +47,7 @@ class Context:
 @dataclass(frozen=True)
 class Outcome:
     state: AnalysisState
-    action: str
+    action: DecisionAction
     reason: str
     events: tuple[EventNote, ...] = ()
 
@@ -70,7 +71,7 @@ def record(
     before: AnalysisState,
     after: AnalysisState,
     now: float,
-    action: str,
+    action: DecisionAction,
     reason: str,
     *,
     event: EventNote | None = None,
@@ -86,7 +87,7 @@ def record(
 def transition(
     state: AnalysisState,
     now: float,
-    action: str,
+    action: DecisionAction,
     reason: str,
     *,
     event: EventNote | None = None,
@@ -96,7 +97,9 @@ def transition(
     return record(state, replace(state, **changes), now, action, reason, event=event)
 
 
-def hold(state: AnalysisState, reason: str, action: str = "hold") -> Outcome:
+def hold(
+    state: AnalysisState, reason: str, action: DecisionAction = DecisionAction.HOLD
+) -> Outcome:
     """Nothing moves; the state only remembers why."""
     return record(state, state, 0.0, action, reason)
 

@@ -26,7 +26,14 @@ from sits_operator.core.analysis.transitions import (
 )
 from sits_operator.core.analysis.verdicts import RuleResult
 from sits_operator.core.analysis.weights import ABTEST, is_pause_step, pause_duration
-from sits_operator.model.analysis import AnalysisPhase, AnalysisState, Breach, EventNote, Verdict
+from sits_operator.model.analysis import (
+    AnalysisPhase,
+    AnalysisState,
+    Breach,
+    DecisionAction,
+    EventNote,
+    Verdict,
+)
 from sits_operator.model.policy import (
     CONTAINERS_RULE,
     ActionType,
@@ -114,7 +121,7 @@ def _on_error(ctx: Context, state: AnalysisState, results: Results) -> Outcome:
     errors = _errors(results)
     if ctx.policy.on_error is ErrorAction.PAUSE and state.phase is not PAUSED:
         return pause(ctx, state, f"paused on SLI query errors: {errors}")
-    return hold(state, f"frozen on SLI query errors: {errors}", action="freeze")
+    return hold(state, f"frozen on SLI query errors: {errors}", action=DecisionAction.FREEZE)
 
 
 def _on_no_data(

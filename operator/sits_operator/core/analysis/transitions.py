@@ -28,7 +28,7 @@ from sits_operator.core.analysis.weights import (
     variants,
     weights_for,
 )
-from sits_operator.model.analysis import AnalysisPhase, AnalysisState
+from sits_operator.model.analysis import AnalysisPhase, AnalysisState, DecisionAction
 
 PROGRESSING = AnalysisPhase.PROGRESSING
 PAUSED = AnalysisPhase.PAUSED
@@ -53,7 +53,7 @@ def restart(ctx: Context, state: AnalysisState, reason: str, event_reason: str) 
         unready_since=None if ctx.plan.candidates_ready else ctx.now,
     )
     event = normal(event_reason, reason)
-    return record(state, fresh, ctx.now, "restart", reason, event=event, force=True)
+    return record(state, fresh, ctx.now, DecisionAction.RESTART, reason, event=event, force=True)
 
 
 def rollback(
@@ -68,7 +68,7 @@ def rollback(
     return transition(
         state,
         ctx.now,
-        "rollback",
+        DecisionAction.ROLLBACK,
         reason,
         event=warning(event_reason, reason),
         phase=AnalysisPhase.ROLLED_BACK,
@@ -88,7 +88,7 @@ def succeed(ctx: Context, state: AnalysisState, reason: str) -> Outcome:
     return transition(
         state,
         ctx.now,
-        "promote",
+        DecisionAction.PROMOTE,
         reason,
         event=normal("Promoted", reason),
         phase=AnalysisPhase.SUCCEEDED,
@@ -115,7 +115,7 @@ def adopt(ctx: Context, state: AnalysisState, reason: str, event_reason: str) ->
             scaled_down=tuple(name for name in state.scaled_down if name in names),
         ),
         ctx.now,
-        "adopt",
+        DecisionAction.ADOPT,
         reason,
         event=normal(event_reason, reason),
         force=True,
@@ -131,7 +131,13 @@ def scale_down(ctx: Context, state: AnalysisState, names: tuple[str, ...]) -> Ou
     )
     after = replace(state, scaled_down=(*state.scaled_down, *names))
     return record(
-        state, after, ctx.now, "scaleDown", reason, event=normal("ScaledDown", reason), force=True
+        state,
+        after,
+        ctx.now,
+        DecisionAction.SCALE_DOWN,
+        reason,
+        event=normal("ScaledDown", reason),
+        force=True,
     )
 
 
@@ -139,7 +145,13 @@ def pause(ctx: Context, state: AnalysisState, reason: str, *, by_hand: bool = Fa
     """Stop stepping until sits.dev/resume; a policy-made pause is a Warning."""
     event = normal("Paused", reason) if by_hand else warning("Paused", reason)
     return transition(
-        state, ctx.now, "pause", reason, event=event, phase=PAUSED, paused_reason=reason
+        state,
+        ctx.now,
+        DecisionAction.PAUSE,
+        reason,
+        event=event,
+        phase=PAUSED,
+        paused_reason=reason,
     )
 
 
@@ -149,7 +161,7 @@ def resume(ctx: Context, state: AnalysisState, reason: str) -> Outcome:
     return transition(
         state,
         ctx.now,
-        "resume",
+        DecisionAction.RESUME,
         reason,
         event=normal("Resumed", reason),
         phase=PROGRESSING,
@@ -177,7 +189,7 @@ def cut(ctx: Context, state: AnalysisState, rule: str, limit: int, reason: str) 
     return transition(
         calmer,
         ctx.now,
-        "setWeight",
+        DecisionAction.SET_WEIGHT,
         reason,
         event=warning("WeightCut", reason),
         weights=weights,
@@ -198,7 +210,7 @@ def advance(ctx: Context, state: AnalysisState, why: str) -> Outcome:
     return transition(
         state,
         ctx.now,
-        "step",
+        DecisionAction.STEP,
         reason,
         event=normal("Step", reason),
         step_index=index,
@@ -214,7 +226,7 @@ def _promoting(ctx: Context, state: AnalysisState, why: str) -> Outcome:
     return transition(
         state,
         ctx.now,
-        "promote",
+        DecisionAction.PROMOTE,
         reason,
         event=normal("Promoting", reason),
         phase=AnalysisPhase.PROMOTING,

@@ -1,7 +1,7 @@
 """Turn an analysis Decision into status fields and condition inputs.
 
 The words (the Analysis condition, where the rollout stands) are core/rollout_summary.py's;
-this module only picks the inputs a reconcile pass has at hand.
+this module only picks the inputs a reconcile pass (handlers/reconcile.py) has at hand.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Turn Kopf watch-cache entries into the core's Observed* values.
 
-The index functions here run on every watch event of a child; they keep only what
-the core needs, so the caches stay small even with hundreds of SitsDeployments.
+The index functions of handlers/operator.py call these on every watch event of a child;
+they keep only what the core needs, so the caches stay small even with hundreds of
+SitsDeployments.
 """
 
 from __future__ import annotations

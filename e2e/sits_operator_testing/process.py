@@ -1,4 +1,5 @@
-"""Run the real operator (`python -m sits_operator`) as a child process for tests."""
+"""Run the real operator (`python -m sits_operator`) as a child process for tests and
+benchmarks."""
 
 from __future__ import annotations
 
@@ -37,10 +38,20 @@ class OperatorProcess:
         env = {**os.environ, "KUBECONFIG": str(self._kubeconfig), "SITS_RESYNC_SECONDS": "20"}
         with self.log_path.open("wb") as log:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "sits_operator", "--metrics-address", "",
-                 "--alert-webhook-address", f"127.0.0.1:{self.alert_port}"],
-                stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-            )  # fmt: skip
+                [
+                    sys.executable,
+                    "-m",
+                    "sits_operator",
+                    "--metrics-address",
+                    "",
+                    "--alert-webhook-address",
+                    f"127.0.0.1:{self.alert_port}",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+            )
         self.wait_for_log("startup", "sits-operator started", timeout=30)
 
     def wait_for_log(self, what: str, needle: str, *, timeout: float) -> None:

@@ -1,0 +1,7 @@
+"""Tooling to run and drive the real operator, for tests and benchmarks (not in any image).
+
+``manifests`` builds the analysis scenarios' objects (SITS2026 on short windows, the chat
+example as a canary); ``process`` runs ``python -m sits_operator`` as a child process
+against the local cluster. Integration tests and benchmarks import them from here; a
+benchmark never imports from ``tests/``.
+"""
