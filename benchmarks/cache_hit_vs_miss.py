@@ -56,23 +56,61 @@ TIME_LIMIT_S = 900.0
 # Questions of one shape but different content: templates x subjects, never paraphrases of
 # each other (the guard would refuse most, but a miss must be a miss for the numbers).
 TEMPLATES = (
-    "How does {} work?", "What is the history of {}?", "Why is {} important?",
-    "Give me three facts about {}.", "What are common misconceptions about {}?",
-    "Explain {} to a child.", "What would the world be like without {}?",
-    "Write a short poem about {}.", "Who studies {} and why?", "What is the future of {}?",
-    "Summarise the debate around {}.", "How is {} taught in schools?",
-)  # fmt: skip
+    "How does {} work?",
+    "What is the history of {}?",
+    "Why is {} important?",
+    "Give me three facts about {}.",
+    "What are common misconceptions about {}?",
+    "Explain {} to a child.",
+    "What would the world be like without {}?",
+    "Write a short poem about {}.",
+    "Who studies {} and why?",
+    "What is the future of {}?",
+    "Summarise the debate around {}.",
+    "How is {} taught in schools?",
+)
 SUBJECTS = (
-    "photosynthesis", "the printing press", "plate tectonics", "the immune system",
-    "compound interest", "the Roman aqueducts", "jazz improvisation", "the water cycle",
-    "public key cryptography", "the Silk Road", "volcanic eruptions", "bird migration",
-    "the stock market", "quantum entanglement", "beekeeping", "the Hubble telescope",
-    "coral reefs", "the French Revolution", "solar panels", "sourdough bread",
-    "glaciers", "the Olympic Games", "black holes", "chess openings", "the Great Wall",
-    "vaccines", "origami", "hurricanes", "the Internet", "wind turbines",
-    "the Renaissance", "octopuses", "desalination", "the Moon landing", "tea ceremonies",
-    "electric cars", "the Amazon rainforest", "recycling", "the violin", "tsunamis",
-)  # fmt: skip
+    "photosynthesis",
+    "the printing press",
+    "plate tectonics",
+    "the immune system",
+    "compound interest",
+    "the Roman aqueducts",
+    "jazz improvisation",
+    "the water cycle",
+    "public key cryptography",
+    "the Silk Road",
+    "volcanic eruptions",
+    "bird migration",
+    "the stock market",
+    "quantum entanglement",
+    "beekeeping",
+    "the Hubble telescope",
+    "coral reefs",
+    "the French Revolution",
+    "solar panels",
+    "sourdough bread",
+    "glaciers",
+    "the Olympic Games",
+    "black holes",
+    "chess openings",
+    "the Great Wall",
+    "vaccines",
+    "origami",
+    "hurricanes",
+    "the Internet",
+    "wind turbines",
+    "the Renaissance",
+    "octopuses",
+    "desalination",
+    "the Moon landing",
+    "tea ceremonies",
+    "electric cars",
+    "the Amazon rainforest",
+    "recycling",
+    "the violin",
+    "tsunamis",
+)
 
 
 def progress(line: str) -> None:
@@ -125,9 +163,13 @@ class Series:
 
 def body(question: str, stream: bool) -> dict[str, Any]:
     return {
-        "model": MODEL, "messages": [{"role": "user", "content": question}],
-        "max_tokens": MAX_TOKENS, "temperature": 0, "ignore_eos": True, "stream": stream,
-    }  # fmt: skip
+        "model": MODEL,
+        "messages": [{"role": "user", "content": question}],
+        "max_tokens": MAX_TOKENS,
+        "temperature": 0,
+        "ignore_eos": True,
+        "stream": stream,
+    }
 
 
 async def one(session: aiohttp.ClientSession, url: str, question: str, stream: bool) -> Sample:
@@ -210,7 +252,8 @@ def report(results: dict[str, Series], count: int, quick: bool) -> tuple[str, fl
     stray = plain.unexpected() + stream.unexpected()
     similarities = [s.similarity for s in plain.samples if s.ask == "paraphrase" and s.similarity]
     lines = [
-        HEADING, "",
+        HEADING,
+        "",
         f"Command: `.venv/bin/python -m benchmarks.cache_hit_vs_miss"
         f"{' --quick' if quick else f' --questions {count}'}`. Real vLLM ({_vllm_note()}), "
         f"the tiny random Llama of `sits_vllm` (2 layers, hidden 128, float32, CPU), behind the "
@@ -219,11 +262,13 @@ def report(results: dict[str, Series], count: int, quick: bool) -> tuple[str, fl
         f"{count} distinct chat questions, greedy, {MAX_TOKENS} output tokens "
         f"each (`ignore_eos`). Each question is asked three times, one request at a time: "
         f"first (a miss: vLLM generates, the sidecar stores), repeated (the same text: L1's "
-        f"exact-match path, no embedding) and paraphrased (\"Quick question: ...\": L1 embeds "
+        f'exact-match path, no embedding) and paraphrased ("Quick question: ...": L1 embeds '
         f"it and searches; similarity {min(similarities, default=math.nan):.3f} to "
         f"{max(similarities, default=math.nan):.3f}). Direct: vLLM without the sidecar, other "
-        f"questions of the same shape. {_machine()}.", "",
-        "| request | n | p50 | p99 |", "|---|---|---|---|",
+        f"questions of the same shape. {_machine()}.",
+        "",
+        "| request | n | p50 | p99 |",
+        "|---|---|---|---|",
         row("plain: miss (first ask)", miss),
         row("plain: hit, same text", exact),
         row("plain: hit, paraphrase", para),
@@ -253,7 +298,7 @@ def report(results: dict[str, Series], count: int, quick: bool) -> tuple[str, fl
             if stray
             else " Every first ask was a miss and every repeat and paraphrase a hit."
         ),
-    ]  # fmt: skip
+    ]
     return "\n".join(lines) + "\n", ratio
 
 
@@ -273,11 +318,13 @@ async def run(count: int, quick: bool, write: bool) -> float:
     progress(f"starting vLLM on {server.url} (~30-110 s)")
     with server.start(SERVER_START_S):
         env = {
-            "SITS_CACHE_UPSTREAM": server.url, "SITS_CACHE_MODEL": MODEL,
-            "SITS_CACHE_REVISION": "bench", "SITS_CACHE_LOG_LEVEL": "WARNING",
+            "SITS_CACHE_UPSTREAM": server.url,
+            "SITS_CACHE_MODEL": MODEL,
+            "SITS_CACHE_REVISION": "bench",
+            "SITS_CACHE_LOG_LEVEL": "WARNING",
             # As the operator renders cache.semantic.similarityThreshold.
             "SITS_CACHE_SEMANTIC_THRESHOLD": str(THRESHOLD),
-        }  # fmt: skip
+        }
         progress("starting sits-cache (loads the embedding model)")
         with SidecarProcess(env, free_port()) as sidecar:
             sidecar.wait_healthy(120)

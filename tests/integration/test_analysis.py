@@ -432,9 +432,35 @@ def http_route(weights: dict[str, int]) -> dict[str, Any]:
     }
 
 
-def route_state(scenario: Scenario) -> dict[str, Any]:
-    out = scenario.cluster.kubectl("get", "httproute", "chat", "-n", scenario.ns, "-o", "json")
+def route_state(scenario: Scenario, namespace: str | None = None) -> dict[str, Any]:
+    out = scenario.cluster.kubectl(
+        "get", "httproute", "chat", "-n", namespace or scenario.ns, "-o", "json",
+        "--show-managed-fields",
+    )  # fmt: skip
     return dict(json.loads(out.stdout))
+
+
+def variant_weights(route: dict[str, Any]) -> tuple[int, int]:
+    refs = {r["name"]: r.get("weight", 1) for r in route["spec"]["rules"][0]["backendRefs"]}
+    return refs["chat-v1"], refs["chat-v2"]
+
+
+def traffic_applied(status: dict[str, Any]) -> dict[str, Any]:
+    found = [c for c in status.get("conditions", []) if c["type"] == "TrafficApplied"]
+    return dict(found[0]) if found else {}
+
+
+def reference_grant(namespace: str, from_namespace: str) -> dict[str, Any]:
+    """Lets SitsDeployments of `from_namespace` use the HTTPRoute chat of `namespace`."""
+    return {
+        "apiVersion": "gateway.networking.k8s.io/v1beta1",
+        "kind": "ReferenceGrant",
+        "metadata": {"name": "sits-chat", "namespace": namespace},
+        "spec": {
+            "from": [{"group": "sits.dev", "kind": "SitsDeployment", "namespace": from_namespace}],
+            "to": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": "chat"}],
+        },
+    }
 
 
 def test_gateway_api_router_moves_httproute_weights(scenario: Scenario, gateway_api: None) -> None:
@@ -446,8 +472,7 @@ def test_gateway_api_router_moves_httproute_weights(scenario: Scenario, gateway_
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         route = route_state(scenario)
-        refs = {r["name"]: r.get("weight", 1) for r in route["spec"]["rules"][0]["backendRefs"]}
-        point = (refs["chat-v1"], refs["chat-v2"])
+        point = variant_weights(route)
         if not seen or seen[-1] != point:
             seen.append(point)
         if scenario.watch.status().get("phase") == "Succeeded":
@@ -460,6 +485,102 @@ def test_gateway_api_router_moves_httproute_weights(scenario: Scenario, gateway_
     assert route["spec"]["rules"][1]["backendRefs"] == [
         {"name": "static-files", "port": 80, "group": "", "kind": "Service", "weight": 1}
     ]
+
+
+def test_gateway_api_route_in_another_namespace_needs_a_reference_grant(
+    scenario: Scenario, gateway_api: None
+) -> None:
+    """Without a ReferenceGrant in the route's namespace the route is not written and the
+    status says why; once one allows this SitsDeployment's namespace, the weights move."""
+    routes = f"{scenario.ns}-routes"
+    kubectl = scenario.cluster.kubectl
+    kubectl("create", "namespace", routes)
+    try:
+        kubectl(
+            "apply", "-n", routes, "-f", "-", input=json.dumps(http_route({"v1": 100, "v2": 0}))
+        )
+        written = route_state(scenario, routes)["metadata"]["resourceVersion"]
+        scenario.start(
+            HEALTHY,
+            traffic={"router": "gatewayAPI", "httpRoute": {"name": "chat", "namespace": routes}},
+        )
+        refused = scenario.watch.until(
+            "TrafficApplied False", lambda s: traffic_applied(s).get("status") == "False"
+        )
+        condition = traffic_applied(refused)
+        assert condition["reason"] == "ReferenceGrantMissing"
+        assert f"HTTPRoute {routes}/chat is in another namespace" in condition["message"]
+        assert (
+            f"a ReferenceGrant in {routes} must allow sits.dev/SitsDeployment from {scenario.ns}"
+            in condition["message"]
+        )
+        time.sleep(9)  # two more analysis periods: still nothing written
+        route = route_state(scenario, routes)
+        assert route["metadata"]["resourceVersion"] == written
+        assert variant_weights(route) == (100, 0)
+        assert "analysis" not in scenario.watch.status()  # the rollout waits, undecided
+        warnings = [e for e in scenario.events() if e["reason"] == "ReferenceGrantMissing"]
+        assert {e["type"] for e in warnings} == {"Warning"}
+        kubectl("apply", "-f", "-", input=json.dumps(reference_grant(routes, scenario.ns)))
+        deadline = time.monotonic() + 60
+        while variant_weights(route_state(scenario, routes)) == (100, 0):
+            assert time.monotonic() < deadline, "the weights never moved after the grant"
+            time.sleep(0.4)
+        assert variant_weights(route_state(scenario, routes)) == (75, 25)
+        scenario.watch.until("TrafficApplied dropped", lambda s: not traffic_applied(s))
+    finally:
+        kubectl("delete", "namespace", routes, "--wait=false", "--ignore-not-found", check=False)
+
+
+def without_variant_weights(route: dict[str, Any]) -> dict[str, Any]:
+    """The route's spec with the variant backends' weights blanked: all the operator may change."""
+    spec = json.loads(json.dumps(route["spec"]))
+    for rule in spec["rules"]:
+        for ref in rule["backendRefs"]:
+            if ref["name"] in ("chat-v1", "chat-v2"):
+                ref["weight"] = None
+    return dict(spec)
+
+
+def test_gateway_api_router_patches_only_the_weights(scenario: Scenario, gateway_api: None) -> None:
+    """The user's route keeps its matches, filters and other backends; managedFields name
+    the operator; a filter the user changes mid-rollout stays changed."""
+    user_route = http_route({"v1": 100, "v2": 0})
+    user_route["spec"]["rules"][0]["backendRefs"].append(
+        {"name": "chat-legacy", "port": 8080, "weight": 0}
+    )
+    scenario.cluster.kubectl("apply", "-n", scenario.ns, "-f", "-", input=json.dumps(user_route))
+    before = route_state(scenario)
+    scenario.start(
+        HEALTHY,
+        traffic={"router": "gatewayAPI", "httpRoute": {"name": "chat"}},
+        stepWeight=10,
+        maxWeight=90,
+    )
+    deadline = time.monotonic() + 90
+    while variant_weights(route := route_state(scenario)) == (100, 0):
+        assert time.monotonic() < deadline, "the weights never moved"
+        time.sleep(0.4)
+    assert variant_weights(route) == (90, 10)
+    assert without_variant_weights(route) == without_variant_weights(before)
+    managers = {(f["manager"], f["operation"]) for f in route["metadata"]["managedFields"]}
+    assert ("sits-operator", "Update") in managers
+    assert ("kubectl-client-side-apply", "Update") in managers  # the user's, still there
+    header = "/spec/rules/0/filters/0/requestHeaderModifier/set/0/value"
+    scenario.cluster.kubectl(
+        "patch", "httproute", "chat", "-n", scenario.ns, "--type=json",
+        "-p", json.dumps([{"op": "replace", "path": header, "value": "2"}]),
+    )  # fmt: skip
+    edited = route_state(scenario)
+    deadline = time.monotonic() + 90
+    while variant_weights(route := route_state(scenario)) == variant_weights(edited):
+        assert time.monotonic() < deadline, "the weights never moved after the user's edit"
+        time.sleep(0.4)
+    assert variant_weights(route)[1] > variant_weights(edited)[1]
+    assert without_variant_weights(route) == without_variant_weights(edited)
+    modifier = route["spec"]["rules"][0]["filters"][0]["requestHeaderModifier"]
+    assert modifier["set"] == [{"name": "x-sits", "value": "2"}]
+    assert route["spec"]["rules"][0]["backendRefs"][2]["name"] == "chat-legacy"
 
 
 def test_gateway_api_router_reads_weights_back_before_deciding(

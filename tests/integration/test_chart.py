@@ -44,7 +44,10 @@ LEAST_RBAC: dict[tuple[str, str], set[str]] = {
     ("discovery.k8s.io", "endpointslices"): {"get", "list", "watch"},
     ("", "events"): {"create"},  # an event per decision
     ("", "secrets"): {"get"},  # the Prometheus auth Secret named by the spec
-    ("gateway.networking.k8s.io", "httproutes"): {"get", "update"},  # gatewayAPI weights
+    # gatewayAPI: read the route, JSON-patch only the variant weights (never update)
+    ("gateway.networking.k8s.io", "httproutes"): {"get", "patch"},
+    # a route in another namespace only with a ReferenceGrant there, listed per analysis
+    ("gateway.networking.k8s.io", "referencegrants"): {"list"},
     ("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"},  # Kopf
 }
 

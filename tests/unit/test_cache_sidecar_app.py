@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator
+import threading
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ import pytest
 from aiohttp import web
 
 from sits_inference.cache.app import RunningSidecar, start_sidecar
-from sits_inference.cache.embedding import Embedder, default_embedder
+from sits_inference.cache.embedding import Embedder, Vectors, default_embedder
 from sits_inference.cache.metrics import CacheMetrics
 from sits_inference.cache.settings import SidecarSettings
 from sits_inference.cache.tiers import build_tiers
@@ -42,8 +43,11 @@ class FakeVllm:
     requests: int = 0
     cancelled: int = 0
     bodies: list[dict[str, Any]] = field(default_factory=list)
-    # Requests with the fault "hold" answer only once this is set.
+    # Requests with the fault "hold" answer only once this is set ("step": their stream
+    # stops after its first word until then).
     release: asyncio.Event = field(default_factory=asyncio.Event)
+    arrived: asyncio.Event = field(default_factory=asyncio.Event)  # a chat request came
+    gone: asyncio.Event = field(default_factory=asyncio.Event)  # a held one was dropped
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -68,11 +72,16 @@ class FakeVllm:
         body = await request.json()
         self.requests += 1
         self.bodies.append(body)
+        self.arrived.set()
         fault = request.headers.get(FAULT, "")
         if fault == "http-500":
             return web.json_response({"error": {"message": "engine died"}}, status=500)
         if fault == "hold":
-            await self.release.wait()
+            try:
+                await self.release.wait()
+            except asyncio.CancelledError:
+                self.gone.set()
+                raise
         if not body.get("stream"):
             return web.json_response(_whole(body["model"]))
         return await self._stream(request, body, fault)
@@ -94,6 +103,8 @@ class FakeVllm:
                     await response.write(_event({"error": {"message": "oops", "code": 500}}))
                     continue
                 await response.write(_event(_delta(model, {"content": word})))
+                if fault == "step" and i == 0:
+                    await self.release.wait()
                 if fault == "slow":
                     await asyncio.sleep(0.1)
             await response.write(_event(_delta(model, {}, finish="stop")))
@@ -172,8 +183,41 @@ async def _serve_fake(fake: FakeVllm) -> tuple[web.AppRunner, int]:
     return runner, int(runner.addresses[0][1])
 
 
+class GatedEmbedder:
+    """The real embedder, held while ``open`` is clear: an embedding as slow as a test
+    needs, to see what the sidecar does meanwhile."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self.open = threading.Event()
+        self.open.set()
+
+    @property
+    def dimension(self) -> int:
+        return self.inner.dimension
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        assert self.open.wait(10), "the test never let the embedding finish"
+        return self.inner.embed(texts)
+
+
 @pytest.fixture
 async def rig(embedder: Embedder) -> AsyncIterator[Rig]:
+    async for started in _rig(embedder):
+        yield started
+
+
+@pytest.fixture
+async def gated(embedder: Embedder) -> AsyncIterator[tuple[Rig, GatedEmbedder]]:
+    gate = GatedEmbedder(embedder)
+    try:
+        async for started in _rig(gate):
+            yield started, gate
+    finally:
+        gate.open.set()
+
+
+async def _rig(embedder: Embedder) -> AsyncIterator[Rig]:
     fake = FakeVllm()
     runner, port = await _serve_fake(fake)
     settings = SidecarSettings(
@@ -458,3 +502,92 @@ async def test_non_streamed_copies_wait_for_the_request_at_vllm(rig: Rig) -> Non
         assert headers["x-sits-cache-coalesced"] == "true"
         assert json.loads(body)["choices"][0]["message"]["content"] == "The answer is forty-two."
     assert rig.fake.requests == 1
+
+
+# -- the miss path (issue 16): nothing of the cache's work between vLLM and the client ----
+
+
+@pytest.mark.timeout(30)
+async def test_a_miss_leaves_for_vllm_before_l1_has_searched(
+    gated: tuple[Rig, GatedEmbedder],
+) -> None:
+    rig, gate = gated
+    await rig.chat("What is the answer?")  # its partition exists now: the next one is searched
+    gate.open.clear()
+    rig.fake.arrived.clear()
+    asked = asyncio.create_task(rig.chat("Which river is the longest?"))
+    await asyncio.wait_for(rig.fake.arrived.wait(), 10)  # sent while the embedding is held
+    assert not asked.done(), "the answer waits for L1's verdict"
+    gate.open.set()
+    status, headers, body = await asked
+    assert (status, headers["x-sits-cache"]) == (200, "miss")
+    assert json.loads(body)["choices"][0]["message"]["content"] == "The answer is forty-two."
+    assert rig.fake.requests == 2
+    assert not rig.fake.gone.is_set()
+
+
+@pytest.mark.timeout(30)
+async def test_a_request_sent_while_l1_searched_is_dropped_when_l1_finds_a_hit(
+    gated: tuple[Rig, GatedEmbedder],
+) -> None:
+    rig, gate = gated
+    await rig.chat("What is the answer?")
+    gate.open.clear()
+    rig.fake.arrived.clear()
+    asked = asyncio.create_task(rig.chat("What's the answer?", headers={FAULT: "hold"}))
+    await asyncio.wait_for(rig.fake.arrived.wait(), 10)
+    gate.open.set()
+    status, headers, body = await asked
+    assert (status, headers["x-sits-cache"]) == (200, "hit")
+    assert float(headers["x-sits-cache-similarity"]) < 1.0, "a semantic hit"
+    assert json.loads(body)["choices"][0]["message"]["content"] == "The answer is forty-two."
+    await asyncio.wait_for(rig.fake.gone.wait(), 10)  # vLLM saw the connection close
+    series = await rig.metrics()
+    assert metric_value(series, "sits_cache_upstream_errors_total") == 0
+    assert metric_value(series, "sits_cache_requests_total", outcome="hit") == 1
+
+
+@pytest.mark.timeout(30)
+async def test_a_streamed_answer_is_relayed_before_it_is_stored_and_a_repeat_waits_for_it(
+    gated: tuple[Rig, GatedEmbedder],
+) -> None:
+    rig, gate = gated
+    gate.open.clear()  # the first question of its partition is embedded only to be stored
+    status, headers, body = await rig.chat("Tell me the answer.", stream=True)
+    assert (status, headers["x-sits-cache"]) == (200, "miss")
+    assert body.endswith(b"data: [DONE]\n\n"), "the whole stream, while the store is held"
+    series = await rig.metrics()
+    assert metric_value(series, "sits_cache_stores_total", result="stored") == 0
+    repeat = asyncio.create_task(rig.chat("Tell me the answer."))
+    paraphrase = asyncio.create_task(rig.chat("Tell me the answer, please."))
+    done, _ = await asyncio.wait({repeat, paraphrase}, timeout=0.3)
+    assert not done, "a repeat or a paraphrase waits for the store it could find"
+    gate.open.set()
+    status, headers, _ = await repeat
+    assert (status, headers["x-sits-cache"]) == (200, "hit")
+    status, headers, _ = await paraphrase
+    assert (status, headers["x-sits-cache"]) == (200, "hit")
+    assert float(headers["x-sits-cache-similarity"]) < 1.0
+    series = await rig.metrics()
+    assert metric_value(series, "sits_cache_stores_total", result="stored") == 1
+
+
+@pytest.mark.timeout(30)
+async def test_a_missed_stream_is_relayed_event_by_event(rig: Rig) -> None:
+    await rig.chat("What is the answer?")  # the next miss pays a search too
+    body = {"model": "tiny", "messages": [{"role": "user", "content": "Name a river."}],
+            "temperature": 0, "stream": True}  # fmt: skip
+    url = rig.sidecar.url + "/v1/chat/completions"
+    async with rig.http.post(url, json=body, headers={FAULT: "step"}) as response:
+        assert response.headers["x-sits-cache"] == "miss"
+        seen = b""
+        while b'"content":"The "' not in seen:  # vLLM holds the rest until released
+            chunk = await asyncio.wait_for(response.content.readany(), 10)
+            assert chunk, f"the stream ended early: {seen!r}"
+            seen += chunk
+        assert b"[DONE]" not in seen
+        rig.fake.release.set()
+        rest = await response.read()
+    assert (seen + rest).endswith(b"data: [DONE]\n\n")
+    _, headers, _ = await rig.chat("Name a river.")
+    assert headers["x-sits-cache"] == "hit", "stored once complete"

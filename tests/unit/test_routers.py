@@ -1,4 +1,5 @@
-"""HTTPRoute weight reading and writing (the Gateway API router's pure part)."""
+"""HTTPRoute weight reading, and the builtin router's read-back (the weights' patch and
+the cross-namespace rule of the Gateway API router: test_route_tenancy.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from sits_operator.adapters.gateway import GatewayPod
 from sits_operator.adapters.routers import BuiltinRouter, NoopRouter, read_weights_back
-from sits_operator.core.http_route import route_weights, with_route_weights
+from sits_operator.core.http_route import route_weights
 from sits_operator.model.observed import GatewayReport
 from sits_operator.model.spec import ObjectRef, SitsDeploymentSpec
 from tests.unit.factories import spec
@@ -50,21 +51,6 @@ def ref(name: str, weight: int | None = None, kind: str = "Service") -> dict[str
 )
 def test_route_weights(rules: list[list[dict[str, Any]]], expected: dict[str, int]) -> None:
     assert route_weights(route(*rules), SERVICES) == expected
-
-
-def test_writing_weights_keeps_everything_else_and_adds_missing_variants() -> None:
-    before = route([ref("chat-v1", 100), ref("static", 3)], [ref("static", 1)])
-    after = with_route_weights(before, SERVICES, {"v1": 75, "v2": 25})
-    first, second = after["spec"]["rules"]
-    assert first["matches"] == [{"path": {"value": "/"}}]
-    assert [(r["name"], r.get("weight")) for r in first["backendRefs"]] == [
-        ("chat-v1", 75),
-        ("static", 3),
-        ("chat-v2", 25),
-    ]
-    assert second["backendRefs"] == [ref("static", 1)]  # rules without variants untouched
-    assert route_weights(after, SERVICES) == {"v1": 75, "v2": 25}
-    assert before["spec"]["rules"][0]["backendRefs"][0]["weight"] == 100  # input not mutated
 
 
 class FakeReader:

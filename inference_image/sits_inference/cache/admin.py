@@ -45,6 +45,7 @@ def routes(sidecar: Sidecar) -> list[web.RouteDef]:
         semantic = sidecar.tiers.semantic
         removed = 0
         if semantic is not None:
+            await sidecar.settle_stores()  # an answer sent before this request goes too
             removed = await sidecar.in_thread(lambda: semantic.invalidate(**filters))
         sidecar.metrics.invalidations.labels(Invalidation.ADMIN).inc(removed)
         return web.json_response({"removed": removed, "filters": filters})
@@ -125,6 +126,7 @@ def _dumps(value: Any) -> str:
 
 async def _stats(sidecar: Sidecar) -> dict[str, Any]:
     tiers = sidecar.tiers
+    await sidecar.settle_stores()
     semantic = await sidecar.in_thread(tiers.semantic.stats) if tiers.semantic else None
     return {
         "settings": _plain({**dataclasses.asdict(sidecar.settings), "admin_token": None}),

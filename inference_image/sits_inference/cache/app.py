@@ -16,6 +16,13 @@ versioned name goes upstream); then one of
 L1 lookups and stores run on a small thread pool: embedding is CPU-bound and must never
 block the event loop that relays other requests' streams.
 
+A miss must cost the client next to nothing (issue 16; ``benchmarks/cache_miss_path.py``).
+L1's exact-match part runs on the loop (``lookup.py``); when only the semantic search can
+still find a hit, the request is sent to vLLM at once, while concurrent searches share one
+embedding pass, and dropped (its connection closed) if the search finds a hit. The answer
+is relayed as it arrives and stored in the background; a request for the same question
+waits for that store (milliseconds), so asking again right after an answer is a hit.
+
 Every chat or completion request also feeds the request-metric contract
 (``sits_inference.openai.metrics``, ``source="sidecar"``) on the same ``/metrics``: the
 sidecar sees every request its pod serves whatever routes traffic to it, so the analysis
@@ -58,11 +65,12 @@ from ..openai.usage import Usage
 from . import admin
 from .coalesce import MissCoalescer
 from .completions import CachedCompletion, Kind, response_document, stream_events
+from .lookup import Lookups
 from .lora import AdapterLease, AdapterUnavailable, LoraResidency
 from .metrics import CacheMetrics
-from .relay import CACHE_HEADER, Forward, Relay, reply, unavailable
+from .relay import CACHE_HEADER, Forward, Relay, Store, reply, unavailable
 from .request import InferenceCall, read_call
-from .semantic import Admission, CacheRequest, Hit, SkipReason
+from .semantic import Admission, CacheRequest, Hit, Probe, SkipReason
 from .settings import SidecarSettings
 from .sidecar_metrics import (
     CoalesceResult,
@@ -114,6 +122,9 @@ class Sidecar:
         self._background: set[asyncio.Task[Any]] = set()
         self._coalescer = MissCoalescer(settings.coalesce_wait_s)
         self.metrics.leading.set_function(lambda: len(self._coalescer))
+        self._lookups = (
+            Lookups(tiers.semantic, self.in_thread) if tiers.semantic is not None else None
+        )
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -142,6 +153,8 @@ class Sidecar:
     async def close(self) -> None:
         if self._monitor is not None:
             await self._monitor.close()
+        if self._lookups is not None:
+            await self._lookups.close()
         for task in list(self._background):
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
@@ -181,10 +194,16 @@ class Sidecar:
         """Run blocking tier work (embedding, index search) off the event loop."""
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
 
-    def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> None:
+    def spawn(self, coro: Coroutine[Any, Any, T], name: str) -> asyncio.Task[T]:
         task = asyncio.create_task(coro, name=name)
         self._background.add(task)
         task.add_done_callback(self._finished)
+        return task
+
+    async def settle_stores(self) -> None:
+        """Wait for the answers being stored now (before an invalidation or stats)."""
+        if self._lookups is not None:
+            await self._lookups.settled()
 
     def _finished(self, task: asyncio.Task[Any]) -> None:
         self._background.discard(task)
@@ -195,6 +214,7 @@ class Sidecar:
         """Invalidate when vLLM serves other weights; re-apply L3 (its reconciliation is
         idempotent, so also at the first sight of vLLM: pinned adapters load at once)."""
         if event.model_changed and self.tiers.semantic is not None:
+            await self.settle_stores()
             removed = await self.in_thread(self.tiers.semantic.invalidate)
             self.metrics.invalidations.labels(Invalidation.MODEL_CHANGED).inc(removed)
             log.warning(
@@ -289,25 +309,57 @@ class Sidecar:
         headers: dict[str, str] = {CACHE_HEADER: decision.outcome}
         if decision.reason:
             headers[REASON_HEADER] = decision.reason
-        hits_allowed = self.monitor.up or self.settings.serve_hits_when_down
-        if decision.admission is not None and hits_allowed:
-            hit = await self._lookup(decision.admission)
+        admission = decision.admission
+        search = False  # only L1's semantic search can still find a hit
+        if admission is not None and (self.monitor.up or self.settings.serve_hits_when_down):
+            probe = await self.lookups.probe(admission)
+            if probe is None or (probe.search and not self.monitor.up):  # decide first
+                probe = Probe(await self.lookups.search(admission), search=False)
+            search = probe.search
+            hit = probe.hit
             served = await self._from_hit(request, call, hit, rec) if hit is not None else None
             if served is not None:
                 return served, Outcome.HIT
         if not self.monitor.up:
             self.metrics.upstream_errors.labels(UpstreamFailure.UNAVAILABLE).inc()
             return reply(unavailable(self.monitor.detail), headers), Outcome.ERROR
-        admission = decision.admission
         key = None if admission is None else (admission.partition, admission.exact)
         if admission is not None and not call.stream:
             followed = await self._follow(request, call, admission, rec)
             if followed is not None:
                 return followed, Outcome.HIT
+        fwd = self._forward(request, call, lease, admission, headers, rec, started)
+        async with self._coalescer.lead(key):
+            # Sent while L1 searches: vLLM's time to the first token hides the embedding.
+            sent = self.relay.speculate(request, fwd) if admission is not None and search else None
+            try:
+                if sent is not None and admission is not None:
+                    hit = await self.lookups.search(admission)
+                    served = await self._from_hit(request, call, hit, rec) if hit else None
+                    if served is not None:
+                        sent.abandon()
+                        return served, Outcome.HIT
+                response = await self.relay.inference(request, fwd, sent)
+            except BaseException:  # the client left while L1 searched, or a bug
+                if sent is not None:
+                    sent.abandon()
+                raise
+        return response, decision.outcome if response.status < 500 else Outcome.ERROR
+
+    def _forward(
+        self,
+        request: web.Request,
+        call: InferenceCall,
+        lease: AdapterLease | None,
+        admission: Admission | None,
+        headers: dict[str, str],
+        rec: RequestRecord,
+        started: float,
+    ) -> Forward:
         storing = admission is not None
         add_usage = storing and call.stream and not call.include_usage
         served_model = lease.served_name if lease is not None else call.model
-        fwd = Forward(
+        return Forward(
             path=request.raw_path,
             body=call.upstream_body(model=served_model, add_usage=add_usage),
             kind=call.kind, client_model=call.model, served_model=served_model,
@@ -315,9 +367,6 @@ class Sidecar:
             store=self._storer(admission) if admission is not None else None,
             record=rec, started=started,
         )  # fmt: skip
-        async with self._coalescer.lead(key):
-            response = await self.relay.inference(request, fwd)
-        return response, decision.outcome if response.status < 500 else Outcome.ERROR
 
     async def _follow(
         self, request: web.Request, call: InferenceCall, admission: Admission, rec: RequestRecord
@@ -329,7 +378,7 @@ class Sidecar:
         if not await self._coalescer.follow(key):
             self.metrics.coalesced.labels(CoalesceResult.TIMEOUT).inc()
             return None
-        hit = await self._lookup(admission)
+        hit = await self.lookups.lookup(admission)
         served = await self._from_hit(request, call, hit, rec) if hit is not None else None
         found = CoalesceResult.HIT if served is not None else CoalesceResult.MISS
         self.metrics.coalesced.labels(found).inc()
@@ -360,28 +409,29 @@ class Sidecar:
         self.metrics.skipped.labels(reason).inc()
         return Decision(Outcome.SKIP, reason=reason)
 
-    async def _lookup(self, admission: Admission) -> Hit | None:
-        assert self.tiers.semantic is not None
-        try:
-            return await self.in_thread(self.tiers.semantic.lookup, admission)
-        except Exception:
-            log.exception("L1 lookup failed; treated as a miss")
-            return None
+    @property
+    def lookups(self) -> Lookups:
+        assert self._lookups is not None, "L1 is disabled"
+        return self._lookups
 
-    def _storer(self, admission: Admission) -> Callable[[CachedCompletion], Awaitable[None]]:
+    def _storer(self, admission: Admission) -> Store:
+        """Hands a complete answer to L1: stored in the background, off the response."""
         semantic = self.tiers.semantic
         assert semantic is not None
 
         async def store(cached: CachedCompletion) -> None:
             try:
-                await self.in_thread(semantic.store, admission, cached.to_payload())
+                await self.in_thread(lambda: semantic.store(admission, cached.to_payload()))
             except Exception:
                 self.metrics.stores.labels(StoreResult.FAILED).inc()
                 log.exception("L1 store failed")
             else:
                 self.metrics.stores.labels(StoreResult.STORED).inc()
 
-        return store
+        def hand_over(cached: CachedCompletion) -> None:
+            self.lookups.storing(admission, self.spawn(store(cached), "sits-cache-store"))
+
+        return hand_over
 
     # -- hits ------------------------------------------------------------------------------
 

@@ -7,10 +7,16 @@ abort the generation. Failure mapping: vLLM known down or refusing connections i
 (the pod's vLLM is restarting: retry), a timeout is 504, a connection that breaks is 502.
 Once a stream has started its status is sent: a failure then ends it with vLLM's own
 error event and an aborted connection, so the client never sees a clean end.
+
+A miss costs the client nothing for the cache (issue 16): the request can be sent while
+L1 still searches (`speculate`; dropped, connection closed, when the search finds a hit),
+events are relayed as they arrive, and the complete answer is handed to L1 without
+waiting for the store, which runs in the background.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import time
@@ -52,7 +58,8 @@ _READ_WHOLE = 1 << 20
 # A 503 of the sidecar means vLLM is restarting: worth another try a second later.
 RETRY_AFTER_S = 1
 
-Store = Callable[[CachedCompletion], Awaitable[None]]
+# Hands a complete answer to L1 and returns at once (the store runs in the background).
+Store = Callable[[CachedCompletion], None]
 
 
 def unavailable(detail: str) -> ApiError:
@@ -115,11 +122,20 @@ class Relay:
 
     # -- inference ----------------------------------------------------------------------
 
-    async def inference(self, request: web.Request, fwd: Forward) -> web.StreamResponse:
-        headers = upstream_headers(request.headers, request.remote)
-        headers["Content-Type"] = "application/json"
+    def speculate(self, request: web.Request, fwd: Forward) -> Speculation:
+        """Send the request now; `inference` relays its answer, or `abandon` drops it."""
+        send = self._send("POST", fwd.path, fwd.body, _inference_headers(request))
+        return Speculation(asyncio.create_task(send, name="sits-cache-speculative"))
+
+    async def inference(
+        self, request: web.Request, fwd: Forward, sent: Speculation | None = None
+    ) -> web.StreamResponse:
         try:
-            upstream = await self._send("POST", fwd.path, fwd.body, headers)
+            if sent is None:
+                sending = self._send("POST", fwd.path, fwd.body, _inference_headers(request))
+            else:
+                sending = sent.response()
+            upstream = await self._counting(sending)
             async with upstream:
                 if upstream.content_type == "text/event-stream":
                     return await _StreamRelay(request, upstream, fwd, self._metrics).run()
@@ -136,7 +152,7 @@ class Relay:
             raise self._broken(exc) from None
         ok = upstream.status == 200 and upstream.content_type == "application/json"
         if ok and (fwd.store is not None or fwd.rewrite):
-            body = await self._inspect(body, fwd)
+            body = self._inspect(body, fwd)
         elif fwd.store is not None:
             self._metrics.stores.labels(StoreResult.NOT_STORABLE).inc()
         rec = fwd.record
@@ -145,8 +161,8 @@ class Relay:
         headers = relayed_headers(upstream.headers, fwd.cache_headers)
         return web.Response(body=body, status=upstream.status, headers=headers)
 
-    async def _inspect(self, body: bytes, fwd: Forward) -> bytes:
-        """Store the complete answer; give it the client's model name back."""
+    def _inspect(self, body: bytes, fwd: Forward) -> bytes:
+        """Hand the complete answer to L1; give it the client's model name back."""
         try:
             doc = orjson.loads(body)
         except JSON_ERRORS:
@@ -160,7 +176,7 @@ class Relay:
             if cached is None:
                 self._metrics.stores.labels(StoreResult.NOT_STORABLE).inc()
             else:
-                await fwd.store(cached)
+                fwd.store(cached)
         if fwd.rewrite and isinstance(doc, dict) and doc.get("model") == fwd.served_model:
             doc["model"] = fwd.client_model
             return orjson.dumps(doc)
@@ -180,7 +196,9 @@ class Relay:
             small = length is not None and length <= _READ_WHOLE
             body = await request.read() if small else request.content
         try:
-            upstream = await self._send(request.method, request.raw_path, body, headers)
+            upstream = await self._counting(
+                self._send(request.method, request.raw_path, body, headers)
+            )
             async with upstream:
                 return await self._pump(request, upstream)
         except ApiError as err:
@@ -195,7 +213,9 @@ class Relay:
             return reply(unavailable(self._monitor.detail))
         headers = upstream_headers(request.headers, request.remote)
         try:
-            upstream = await self._send(request.method, request.raw_path, None, headers)
+            upstream = await self._counting(
+                self._send(request.method, request.raw_path, None, headers)
+            )
             async with upstream:
                 body = await upstream.read()
                 ok = upstream.status == 200 and upstream.content_type == "application/json"
@@ -233,6 +253,13 @@ class Relay:
 
     # -- sending ------------------------------------------------------------------------
 
+    async def _counting(self, sending: Awaitable[aiohttp.ClientResponse]) -> aiohttp.ClientResponse:
+        """vLLM's response headers; a failure counted, as the OpenAI error to answer."""
+        try:
+            return await sending
+        except SendError as failed:
+            raise self._counted(failed) from None
+
     async def _send(
         self,
         method: str,
@@ -240,7 +267,8 @@ class Relay:
         body: bytes | aiohttp.StreamReader | None,
         headers: CIMultiDict[str],
     ) -> aiohttp.ClientResponse:
-        """Send and wait for the response headers; map failures to OpenAI errors.
+        """Send and wait for the response headers; a failure is raised as `SendError`,
+        not counted yet (a dropped speculative request's failure never reached anyone).
 
         One retry on a pooled connection that vLLM closed just as it was handed out (it
         never read that request), only when the body is in memory and can be resent.
@@ -254,31 +282,80 @@ class Relay:
                 )
             except aiohttp.ServerDisconnectedError as exc:
                 if attempt + 1 == attempts:
-                    raise self._broken(exc) from None
+                    raise self._broken_failure(exc) from None
             except aiohttp.ClientConnectorError as exc:
-                self._metrics.upstream_errors.labels(UpstreamFailure.UNAVAILABLE).inc()
-                self._monitor.poke()
-                raise unavailable(f"connection refused: {exc.os_error}") from None
+                error = unavailable(f"connection refused: {exc.os_error}")
+                raise SendError(UpstreamFailure.UNAVAILABLE, error) from None
             except TimeoutError:
-                raise self._timed_out() from None
+                raise self._timeout_failure() from None
             except aiohttp.ClientError as exc:
-                raise self._broken(exc) from None
+                raise self._broken_failure(exc) from None
         raise AssertionError("unreachable")
 
-    def _timed_out(self) -> ApiError:
-        self._metrics.upstream_errors.labels(UpstreamFailure.TIMEOUT).inc()
-        return ApiError(
+    def _counted(self, failed: SendError) -> ApiError:
+        self._metrics.upstream_errors.labels(failed.kind).inc()
+        if failed.kind is not UpstreamFailure.TIMEOUT:
+            self._monitor.poke()
+        return failed.error
+
+    def _timeout_failure(self) -> SendError:
+        error = ApiError(
             504, f"The model server did not answer within {self._read_timeout_s:g} s.",
             type=ErrorType.TIMEOUT, code="upstream_timeout",
         )  # fmt: skip
+        return SendError(UpstreamFailure.TIMEOUT, error)
 
-    def _broken(self, exc: BaseException) -> ApiError:
-        self._metrics.upstream_errors.labels(UpstreamFailure.CONNECTION).inc()
-        self._monitor.poke()
-        return ApiError(
+    def _broken_failure(self, exc: BaseException) -> SendError:
+        error = ApiError(
             502, f"The connection to the model server broke ({type(exc).__name__}).",
             type=ErrorType.UPSTREAM, code="bad_gateway",
         )  # fmt: skip
+        return SendError(UpstreamFailure.CONNECTION, error)
+
+    def _timed_out(self) -> ApiError:
+        return self._counted(self._timeout_failure())
+
+    def _broken(self, exc: BaseException) -> ApiError:
+        return self._counted(self._broken_failure(exc))
+
+
+class SendError(Exception):
+    """vLLM could not take a request: the sidecar's error for it, and why."""
+
+    def __init__(self, kind: UpstreamFailure, error: ApiError) -> None:
+        super().__init__(error.message)
+        self.kind, self.error = kind, error
+
+
+class Speculation:
+    """An inference request sent before L1 decided it is a miss."""
+
+    def __init__(self, task: asyncio.Task[aiohttp.ClientResponse]) -> None:
+        self._task = task
+
+    async def response(self) -> aiohttp.ClientResponse:
+        """vLLM's response headers (raises `SendError`); the caller owns the response.
+        Shielded: a caller cancelled meanwhile must `abandon`, which closes what came."""
+        return await asyncio.shield(self._task)
+
+    def abandon(self) -> None:
+        """L1 answered after all: stop the request (a response already there is closed,
+        which ends the generation in vLLM). Returns at once; safe to call twice."""
+        self._task.cancel()
+        self._task.add_done_callback(_drop)
+
+
+def _drop(task: asyncio.Task[aiohttp.ClientResponse]) -> None:
+    if task.cancelled():
+        return
+    if task.exception() is None:  # retrieved either way: no "never retrieved" warning
+        task.result().close()
+
+
+def _inference_headers(request: web.Request) -> CIMultiDict[str]:
+    headers = upstream_headers(request.headers, request.remote)
+    headers["Content-Type"] = "application/json"
+    return headers
 
 
 def _abort(request: web.Request) -> None:
@@ -377,7 +454,8 @@ class _StreamRelay:
         return event
 
     async def _finish(self, pending: list[bytes]) -> None:
-        """At [DONE]: send what precedes it, then store before the client can ask again."""
+        """At [DONE]: send what precedes it and hand the answer to L1 (stored in the
+        background; the sidecar makes a repeat of the question wait for that store)."""
         if pending:
             await self._response.write(b"".join(pending))
         if self._assembler is None or self._fwd.store is None:
@@ -389,7 +467,7 @@ class _StreamRelay:
             self._metrics.stores.labels(StoreResult.NOT_STORABLE).inc()
             log.debug("streamed answer not stored: %s", self._assembler.failed or "incomplete")
         else:
-            await self._fwd.store(cached)
+            self._fwd.store(cached)
         self._assembler = None  # stored or refused: once
 
     async def _fail(self, kind: UpstreamFailure, code: int, message: str) -> None:

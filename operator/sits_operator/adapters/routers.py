@@ -15,8 +15,14 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from sits_operator.adapters.gateway import GatewayPod, GatewayReader, HttpGatewayReader
-from sits_operator.core.http_route import route_weights, with_route_weights
+from sits_operator.core.http_route import JSON_PATCH, route_weights, weight_patch
 from sits_operator.core.naming import gateway_selector_labels
+from sits_operator.core.reference_grant import (
+    GATEWAY_GROUP,
+    GRANT_PLURAL,
+    GRANT_VERSION,
+    route_refusal,
+)
 from sits_operator.core.traffic import agreed_weights
 from sits_operator.model.settings import OperatorSettings
 from sits_operator.model.spec import ObjectRef, SitsDeploymentSpec
@@ -103,20 +109,35 @@ class BuiltinRouter:
         return None
 
 
-GATEWAY_GROUP, GATEWAY_VERSION, HTTPROUTES = "gateway.networking.k8s.io", "v1", "httproutes"
+GATEWAY_VERSION, HTTPROUTES = "v1", "httproutes"
+
+
+class RouteRefusedError(Exception):
+    """The HTTPRoute is in another namespace and no ReferenceGrant there allows this
+    SitsDeployment to use it (core/reference_grant.py); the message says which is missing.
+    Not an ApiException: the reconciler turns it into TrafficApplied False and the rollout
+    waits, instead of deciding from weights it may not read or write."""
 
 
 class GatewayAPIRouter:
     """Weights in an existing HTTPRoute's backendRefs (Envoy Gateway, Istio, ...).
 
     The operator owns only the weights of backendRefs naming its variant Services; the
-    route itself (parents, matches, filters) is the user's. Writes are replaces with the
-    resourceVersion just read, so a concurrent edit makes the write fail (and the next
-    pass retry) instead of being lost.
+    route itself (parents, matches, filters, other backends) is the user's. A route in
+    another namespace is read and written only where a ReferenceGrant there allows it.
+    Writes are JSON patches of those weights alone, guarded by the resourceVersion just
+    read (core/http_route.py says why not server-side apply): a concurrent edit makes the
+    write fail (and the next pass retry) instead of being lost.
     """
 
-    def __init__(self, api_client: client.ApiClient) -> None:
+    def __init__(
+        self,
+        api_client: client.ApiClient,
+        *,
+        field_manager: str = OperatorSettings().field_manager,
+    ) -> None:
         self._custom = client.CustomObjectsApi(api_client)
+        self._field_manager = field_manager
 
     @staticmethod
     def _services(owner: ObjectRef, spec: SitsDeploymentSpec) -> dict[str, str]:
@@ -129,8 +150,30 @@ class GatewayAPIRouter:
             raise ValueError("spec.traffic.httpRoute is required for the gatewayAPI router")
         return ref.namespace or owner.namespace, ref.name
 
+    async def _grants(self, namespace: str) -> list[dict[str, Any]]:
+        """The ReferenceGrants of a namespace; none where the CRD is not installed."""
+        try:
+            found = await self._custom.list_namespaced_custom_object(
+                GATEWAY_GROUP, GRANT_VERSION, namespace, GRANT_PLURAL
+            )
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            return []
+        return list(dict(found).get("items") or [])
+
     async def _get(self, owner: ObjectRef, spec: SitsDeploymentSpec) -> dict[str, Any]:
+        """The route, once this SitsDeployment may use it (RouteRefusedError otherwise)."""
         namespace, name = self._where(owner, spec)
+        if namespace != owner.namespace:
+            refusal = route_refusal(
+                await self._grants(namespace),
+                owner_namespace=owner.namespace,
+                route_namespace=namespace,
+                route_name=name,
+            )
+            if refusal is not None:
+                raise RouteRefusedError(refusal)
         route = await self._custom.get_namespaced_custom_object(
             GATEWAY_GROUP, GATEWAY_VERSION, namespace, HTTPROUTES, name
         )
@@ -143,17 +186,19 @@ class GatewayAPIRouter:
         self, owner: ObjectRef, spec: SitsDeploymentSpec, weights: dict[str, int]
     ) -> None:
         route = await self._get(owner, spec)
-        services = self._services(owner, spec)
-        if route_weights(route, services) == weights:
+        patch = weight_patch(route, self._services(owner, spec), weights)
+        if not patch:
             return
         namespace, name = self._where(owner, spec)
-        await self._custom.replace_namespaced_custom_object(
+        await self._custom.patch_namespaced_custom_object(
             GATEWAY_GROUP,
             GATEWAY_VERSION,
             namespace,
             HTTPROUTES,
             name,
-            with_route_weights(route, services, weights),
+            patch,
+            field_manager=self._field_manager,
+            _content_type=JSON_PATCH,  # type: ignore[call-arg]  # accepted via **kwargs at run time
         )
 
 

@@ -67,6 +67,9 @@ class StatusInputs:
     # Where the analysed rollout stands, in words (core/rollout_summary.py); None without
     # an analysis (no candidate, no policy).
     analysis_summary: RolloutSummary | None = None
+    # Router gatewayAPI: why the operator may not use the HTTPRoute (a ReferenceGrant is
+    # missing, core/reference_grant.py); None when it may, or was not asked.
+    route_refusal: str | None = None
 
 
 @dataclass(frozen=True)
@@ -227,12 +230,18 @@ def _conditions(inputs: StatusInputs, traffic: TrafficView | None) -> list[Condi
 def _traffic_condition(
     conds: list[Condition], inputs: StatusInputs, traffic: TrafficView | None
 ) -> list[Condition]:
-    """TrafficApplied for router builtin; dropped for routers the operator cannot ask."""
-    if traffic is None or inputs.gateway_reports is None:
+    """TrafficApplied for router builtin; for gatewayAPI, False while its HTTPRoute is
+    refused; dropped otherwise (routers the operator cannot ask)."""
+    condition: tuple[bool, str, str] | None
+    if inputs.route_refusal is not None:
+        condition = (False, ConditionReason.REFERENCE_GRANT_MISSING, inputs.route_refusal)
+    elif traffic is None or inputs.gateway_reports is None:
         return [c for c in conds if c.type != ConditionType.TRAFFIC_APPLIED]
-    if traffic.condition is None:
+    else:
+        condition = traffic.condition
+    if condition is None:
         return conds
-    applied, reason, message = traffic.condition
+    applied, reason, message = condition
     return set_condition(
         conds,
         type_=ConditionType.TRAFFIC_APPLIED,

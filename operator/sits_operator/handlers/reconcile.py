@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from sits_operator.adapters.gateway import GatewayPod, GatewayReader
 from sits_operator.adapters.kube import KubeWriter
+from sits_operator.adapters.routers import RouteRefusedError
 from sits_operator.core import naming
 from sits_operator.core.analysis import scaledown
 from sits_operator.core.analysis.identity import SpecChange, spec_change
@@ -43,7 +44,7 @@ from sits_operator.model.durations import parse_duration
 from sits_operator.model.observed import GatewayReport, ObservedChild, ObservedState
 from sits_operator.model.policy import Policy
 from sits_operator.model.settings import OperatorSettings
-from sits_operator.model.spec import ObjectRef, SitsDeploymentSpec, parse_spec
+from sits_operator.model.spec import ObjectRef, RouterKind, SitsDeploymentSpec, parse_spec
 from sits_operator.model.status import (
     ABNORMAL_FALSE,
     ABNORMAL_TRUE,
@@ -123,6 +124,9 @@ class Reconciler:
     _written_status: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     # Per owner: seconds after the last pass when it should run again (gateway applying).
     _recheck: dict[tuple[str, str], float] = field(default_factory=dict)
+    # Per owner: why its HTTPRoute may not be used (router gatewayAPI, no ReferenceGrant),
+    # as the last analysis found; kept between analyses so TrafficApplied does not flap.
+    _refused: dict[tuple[str, str], str] = field(default_factory=dict)
 
     async def reconcile(
         self,
@@ -162,6 +166,7 @@ class Reconciler:
         self._written_status.pop((namespace, name), None)
         self._recent.pop((namespace, name), None)
         self._recheck.pop((namespace, name), None)
+        self._refused.pop((namespace, name), None)
         metrics.forget_rollout(namespace, name)
 
     def recheck_in(self, namespace: str, name: str) -> float | None:
@@ -200,10 +205,12 @@ class Reconciler:
             spec = running_spec(spec, at_zero)
             observed = await self._converge(body, owner, spec, observed)
         view = AnalysisView(fields={})
-        reports = None
+        reports, refusal = None, None
         if spec is not None and not problems:
             view = await self._analysis(body, owner, spec, observed, previous, policies, analyze)
             reports = await self._gateway_reports(spec, observed)
+            if spec.traffic.router is RouterKind.GATEWAY_API:
+                refusal = self._refused.get((owner.namespace, owner.name))
         now = self.wall_clock()
         result = compute_status(
             StatusInputs(
@@ -219,6 +226,7 @@ class Reconciler:
                 analysis_summary=view.summary,
                 gateway_reports=reports,
                 now_seconds=now,
+                route_refusal=refusal,
             )
         )
         metrics.observe_rollout(owner.namespace, owner.name, result.status)
@@ -252,7 +260,9 @@ class Reconciler:
         """Run the analysis step when due (or a command waits); else reuse stored state."""
         if self.analyzer is None:
             return AnalysisView(fields={})
+        key = (owner.namespace, owner.name)
         if not spec.candidates:
+            self._refused.pop(key, None)  # no weights left to write
             return AnalysisView(fields=finished_analysis_fields(previous))
         policy = policy_from_index(policies, spec.analysis.policy_ref.name)
         if policy is None:
@@ -265,26 +275,24 @@ class Reconciler:
         annotations = dict(body["metadata"].get("annotations") or {})
         next_in = self._next_analysis_in(spec, policy, state)
         if not analyze and not commands_pending(state, commands_from(annotations)):
-            if spec_change(state, revision_key(spec)) is SpecChange.NEW:
-                pending = rollout_summary(state, spec, observed, policy, evaluated=False)
-                return AnalysisView(
-                    fields={}, next_in=next_in, phase=pending.phase.value, summary=pending
-                )
-            return AnalysisView(
-                fields={},
-                decided_weights=state.weights or None,
-                phase=state.phase.value,
-                next_in=next_in,
-                summary=rollout_summary(state, spec, observed, policy),
+            return self._stored_analysis(spec, observed, policy, state, next_in)
+        try:
+            evaluation = await self.analyzer.evaluate(
+                owner=owner,
+                spec=spec,
+                policy=policy,
+                observed=observed,
+                previous_status=previous,
+                annotations=annotations,
             )
-        evaluation = await self.analyzer.evaluate(
-            owner=owner,
-            spec=spec,
-            policy=policy,
-            observed=observed,
-            previous_status=previous,
-            annotations=annotations,
-        )
+        except RouteRefusedError as refused:
+            # Nothing decided, nothing written: the rollout waits where it stands, and
+            # TrafficApplied says why; a Warning event once, when the refusal starts.
+            if self._refused.get(key) != str(refused):
+                self.post(body, "Warning", ConditionReason.REFERENCE_GRANT_MISSING, str(refused))
+            self._refused[key] = str(refused)
+            return self._stored_analysis(spec, observed, policy, state, next_in)
+        self._refused.pop(key, None)
         decision = evaluation.decision
         for note in decision.events:
             self.post(body, note.type, note.reason, note.message)
@@ -297,6 +305,28 @@ class Reconciler:
             summary=rollout_summary(decision.state, spec, observed, policy),
             next_in=self._next_analysis_in(spec, policy, decision.state),
             scaled_down=frozenset(decision.state.scaled_down),
+        )
+
+    def _stored_analysis(
+        self,
+        spec: SitsDeploymentSpec,
+        observed: ObservedState,
+        policy: Policy,
+        state: AnalysisState,
+        next_in: float,
+    ) -> AnalysisView:
+        """The analysis as last stored, for a pass that does not evaluate."""
+        if spec_change(state, revision_key(spec)) is SpecChange.NEW:
+            pending = rollout_summary(state, spec, observed, policy, evaluated=False)
+            return AnalysisView(
+                fields={}, next_in=next_in, phase=pending.phase.value, summary=pending
+            )
+        return AnalysisView(
+            fields={},
+            decided_weights=state.weights or None,
+            phase=state.phase.value,
+            next_in=next_in,
+            summary=rollout_summary(state, spec, observed, policy),
         )
 
     def _next_analysis_in(

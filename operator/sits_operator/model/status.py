@@ -31,6 +31,7 @@ class ConditionType(StrEnum):
     CONTAINERS_FAILING = "ContainersFailing"
     ANALYSIS = "Analysis"
     # Router builtin: do the gateway pods apply the decided weights (core/traffic.py)?
+    # Router gatewayAPI: False while the operator may not write the HTTPRoute.
     TRAFFIC_APPLIED = "TrafficApplied"
     # kstatus (sigs.k8s.io/cli-utils kstatus, Flux, Argo CD's Lua check): the operator is
     # still converging (True: InProgress), or cannot progress without help (True: Failed).
@@ -75,6 +76,8 @@ class ConditionReason(StrEnum):
     WEIGHTS_APPLIED = "WeightsApplied"
     GATEWAY_BEHIND = "GatewayBehind"
     GATEWAY_UNAVAILABLE = "GatewayUnavailable"
+    # An HTTPRoute in another namespace without a ReferenceGrant (core/reference_grant.py).
+    REFERENCE_GRANT_MISSING = "ReferenceGrantMissing"
     # Analysis condition (core/analysis_status.py, handlers/reconcile.py).
     POLICY_NOT_FOUND = "PolicyNotFound"
     METRICS_ERROR = "MetricsError"

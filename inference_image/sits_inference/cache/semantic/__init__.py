@@ -13,7 +13,7 @@ Modules: `request` (admission, partition key), `normalise` (what is embedded),
 `index` (faiss IVF), `store` (entries, TTL, GDSF eviction), `cache` (the whole).
 """
 
-from sits_inference.cache.semantic.cache import Hit, SemanticCache, SemanticStats
+from sits_inference.cache.semantic.cache import Hit, Probe, SemanticCache, SemanticStats
 from sits_inference.cache.semantic.config import DEFAULT_THRESHOLD, SemanticConfig
 from sits_inference.cache.semantic.normalise import SkipReason
 from sits_inference.cache.semantic.request import Admission, CacheRequest
@@ -23,6 +23,7 @@ __all__ = [
     "Admission",
     "CacheRequest",
     "Hit",
+    "Probe",
     "SemanticCache",
     "SemanticConfig",
     "SemanticStats",

@@ -10,6 +10,12 @@ outside it, so one thread's embedding never blocks another's exact-match hit, st
 invalidation (the embedder serialises its own calls: a shared fast tokenizer is not safe
 to call from two threads at once). The embedding of a miss is remembered for the `store`
 that usually follows, so an answer is embedded once.
+
+The sidecar splits a lookup in two so that a miss costs the client as little as possible:
+`probe` (the exact-match part, on the event loop: it never embeds and never waits for the
+lock) says whether only the semantic search can still decide; `lookup(admission,
+vector)` then searches with an embedding the caller computed, batched with other
+requests' (`embed`).
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -54,6 +60,15 @@ class Hit:
     similarity: float
     age_seconds: float
     matched_text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """The exact-match part of a lookup: a hit, or whether the semantic search may still
+    find one (False: a certain miss, already counted)."""
+
+    hit: Hit | None
+    search: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,14 +170,47 @@ class SemanticCache:
     def admit(self, request: CacheRequest) -> Admission:
         return admit(self.config, request)
 
-    def lookup(self, admission: Admission) -> Hit | None:
+    def lookup(
+        self, admission: Admission, vector: Vectors | None = None, *, started: float | None = None
+    ) -> Hit | None:
+        """``vector``: the question's embedding when the caller computed it (``embed``),
+        ``started``: when that began (``perf_counter``), so the lookup time includes it."""
         if not admission.cacheable:
             return None
+        started = time.perf_counter() if started is None else started
+        hit = self._lookup(admission, vector)
+        self._counted(hit, started)
+        return hit
+
+    def probe(self, admission: Admission, *, storing: bool = False) -> Probe | None:
+        """The exact-match part of `lookup`, cheap enough for an event loop: no embedding,
+        and None instead of waiting when another thread holds the lock. A hit or a certain
+        miss is counted here; ``search`` means `lookup` must decide (and counts).
+        ``storing``: an answer of the partition is being stored (it may exist by then)."""
+        if not admission.cacheable:
+            return Probe(None, search=False)
         started = time.perf_counter()
-        hit = self._lookup(admission)
+        if not self._lock.acquire(blocking=False):
+            return None
+        try:
+            self._expire()
+            exact = self._exact_entry(admission)
+            hit = self._hit(exact, 1.0) if exact is not None else None
+            known = storing or admission.partition in self._partitions
+            search = hit is None and admission.semantic and known
+        finally:
+            self._lock.release()
+        if not search:
+            self._counted(hit, started)
+        return Probe(hit, search)
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        """Questions' embeddings in one forward pass (blocking: call it in a thread)."""
+        return self._embedder.embed(texts)
+
+    def _counted(self, hit: Hit | None, started: float) -> None:
         self._metrics.lookup_seconds.labels(TIER).observe(time.perf_counter() - started)
         (self._metrics.hits if hit else self._metrics.misses).labels(TIER).inc()
-        return hit
 
     def store(self, admission: Admission, payload: bytes) -> None:
         if not admission.cacheable:
@@ -248,7 +296,7 @@ class SemanticCache:
 
     # Lookup -------------------------------------------------------------------------
 
-    def _lookup(self, admission: Admission) -> Hit | None:
+    def _lookup(self, admission: Admission, given: Vectors | None = None) -> Hit | None:
         with self._lock:
             self._expire()
             exact = self._exact_entry(admission)
@@ -256,7 +304,7 @@ class SemanticCache:
                 return self._hit(exact, 1.0)
             if not admission.semantic or admission.partition not in self._partitions:
                 return None
-        vector = self._vector(admission, learn=True)
+        vector = self._vector(admission, learn=True, given=given)
         with self._lock:
             partition = self._partitions.get(admission.partition)
             if partition is None:
@@ -294,14 +342,19 @@ class SemanticCache:
             matched_text=entry.text,
         )
 
-    def _vector(self, admission: Admission, *, learn: bool) -> Vectors:
-        """The query's embedding: remembered from the lookup, else computed (unlocked)."""
+    def _vector(
+        self, admission: Admission, *, learn: bool, given: Vectors | None = None
+    ) -> Vectors:
+        """The query's embedding: ``given``, or remembered from the lookup, else computed
+        (unlocked); remembered for the store that follows a lookup."""
         key = (admission.partition, admission.exact)
-        with self._lock:
-            remembered = self._pending.pop(key, None)
-        if remembered is not None:
-            return remembered
-        vector: Vectors = np.asarray(self._embedder.embed([admission.text])[0], dtype=np.float32)
+        if given is None:
+            with self._lock:
+                remembered = self._pending.pop(key, None)
+            if remembered is not None:
+                return remembered
+            given = self._embedder.embed([admission.text])[0]
+        vector: Vectors = np.asarray(given, dtype=np.float32)
         with self._lock:
             self._pending[key] = vector
             while len(self._pending) > PENDING_EMBEDDINGS:
@@ -431,4 +484,4 @@ class SemanticCache:
         self._metrics.bytes.labels(TIER).set(self._store.nbytes)
 
 
-__all__ = ["Hit", "SemanticCache", "SemanticStats"]
+__all__ = ["Hit", "Probe", "SemanticCache", "SemanticStats"]
