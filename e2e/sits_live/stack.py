@@ -192,6 +192,10 @@ class OperatorInstall:
     def install(self) -> None:
         values = local_install_values(PROJECT_VERSION, watch=self.watch)
         values["defaultPolicy"] = {"install": False}
+        # One replica (leader election still on: it holds the Lease): on two shared cores a
+        # second copy only costs memory, and the live scenarios kill "the" operator pod.
+        # Two replicas and failover are tests/integration/test_leader_election.py's.
+        values["replicaCount"] = 1
         values.update(self.values)
         helm_install(self.cluster, self.release, self.namespace, values)
 

@@ -18,9 +18,18 @@ from sits_localcluster.prometheus import free_port
 class OperatorProcess:
     """One operator process against the local cluster; restartable, logs kept on disk."""
 
-    def __init__(self, kubeconfig: Path, log_dir: Path) -> None:
+    def __init__(
+        self,
+        kubeconfig: Path,
+        log_dir: Path,
+        *,
+        extra_args: tuple[str, ...] = (),
+        extra_env: dict[str, str] | None = None,
+    ) -> None:
         self._kubeconfig = kubeconfig
         self._log_dir = log_dir
+        # E.g. ("--leader-elect",) and the election's POD_NAME for two operators at once.
+        self._extra_args, self._extra_env = extra_args, dict(extra_env or {})
         self._proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
         self.alert_port = free_port()
@@ -36,6 +45,7 @@ class OperatorProcess:
     def start(self) -> None:
         self.starts += 1
         env = {**os.environ, "KUBECONFIG": str(self._kubeconfig), "SITS_RESYNC_SECONDS": "20"}
+        env.update(self._extra_env)
         with self.log_path.open("wb") as log:
             self._proc = subprocess.Popen(
                 [
@@ -46,6 +56,7 @@ class OperatorProcess:
                     "",
                     "--alert-webhook-address",
                     f"127.0.0.1:{self.alert_port}",
+                    *self._extra_args,
                 ],
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -78,6 +89,11 @@ class OperatorProcess:
     def tail(self, lines: int = 40) -> str:
         text = self.log_path.read_text(errors="replace").splitlines()
         return "\n".join(text[-lines:])
+
+    def send_signal(self, sig: int) -> None:
+        """SIGKILL, SIGSTOP, SIGCONT... to the running operator (leader election tests)."""
+        assert self._proc is not None, "operator not running"
+        self._proc.send_signal(sig)
 
     def stop(self) -> None:
         if self._proc is None:

@@ -34,6 +34,12 @@ def _parse(argv: list[str]) -> argparse.Namespace:
         default="127.0.0.1:9465",
         help="host:port of the Alertmanager webhook receiver (empty: off)",
     )
+    parser.add_argument(
+        "--leader-elect",
+        action="store_true",
+        help="act only while holding the Lease (several replicas, one acting; "
+        "also SITS_LEADER_ELECTION=true)",
+    )
     parser.add_argument("--verbose", "-v", action="store_true")
     return parser.parse_args(argv)
 
@@ -50,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
         host, _, port = args.metrics_address.rpartition(":")
         start_http_server(int(port), addr=host or "127.0.0.1")
     os.environ["SITS_ALERT_WEBHOOK_ADDRESS"] = args.alert_webhook_address
+    if args.leader_elect:
+        os.environ["SITS_LEADER_ELECTION"] = "true"
     from sits_operator.handlers import operator as _handlers  # noqa: F401  (registers handlers)
 
     asyncio.run(

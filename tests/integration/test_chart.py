@@ -75,7 +75,7 @@ def test_the_default_release_holds_operator_rbac_service_and_policy() -> None:
     kinds = by_kind(render_chart())
     assert set(kinds) == {
         "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment", "Service",
-        "SitsPolicy", "Secret", "NetworkPolicy",
+        "SitsPolicy", "Secret", "NetworkPolicy", "Role", "RoleBinding", "PodDisruptionBudget",
     }  # fmt: skip
     optional = render_chart(
         "--set", "prometheusRule.enabled=true", "--set", "metrics.serviceMonitor.enabled=true"
@@ -107,8 +107,9 @@ def test_the_operator_pod_is_locked_down_and_wired_to_its_ports() -> None:
     (deployment,) = by_kind(render_chart("--set", "inferenceImage=registry.example/inf:9"))[
         "Deployment"
     ]
-    assert deployment["spec"]["replicas"] == 1
-    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    # Two replicas, one acting (leader election, on by default): rolling upgrades.
+    assert deployment["spec"]["replicas"] == 2
+    assert deployment["spec"]["strategy"]["type"] == "RollingUpdate"
     pod = deployment["spec"]["template"]["spec"]
     assert pod["securityContext"]["runAsNonRoot"] is True
     (container,) = pod["containers"]
@@ -180,7 +181,8 @@ def test_the_crds_are_the_canonical_ones() -> None:
 @pytest.mark.parametrize(
     ("values", "message"),
     [
-        (["replicaCount=2"], "replicaCount must be 1"),
+        (["replicaCount=2", "leaderElection.enabled=false"], "replicaCount must be 1"),
+        (["replicaCount=0"], "replicaCount must be at least 1"),
         (["serviceAccount.create=false"], "serviceAccount.name is required"),
         (["alertWebhook.networkPolicy.allowedNamespaces=null"], "allowedNamespaces is empty"),
     ],
@@ -192,6 +194,60 @@ def test_values_that_cannot_work_are_refused_with_the_reason(
     result = helm("template", RELEASE, str(CHART), *args)
     assert result.returncode != 0
     assert message in result.stderr
+
+
+def test_leader_election_has_a_role_for_its_lease_only() -> None:
+    """Two replicas, one acting: a namespaced Role for the one Lease (least verbs: create
+    cannot be limited to a name; get and update can), the pod's name and namespace from
+    the downward API, a PodDisruptionBudget and a soft spread over nodes. Off: one
+    standalone replica, Recreate, no Role and no budget."""
+    kinds = by_kind(render_chart())
+    (role,) = kinds["Role"]
+    assert role["metadata"]["namespace"] == "sits-system"
+    assert role["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": [RELEASE],
+            "verbs": ["get", "update"],
+        },
+    ]
+    (binding,) = kinds["RoleBinding"]
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": role["metadata"]["name"],
+    }
+    (account,) = kinds["ServiceAccount"]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": "sits-system"}
+    ]
+    (deployment,) = kinds["Deployment"]
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert "--leader-elect" in container["args"]
+    env = {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
+    assert env["POD_NAME"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+    assert env["POD_NAMESPACE"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
+    assert env["SITS_LEADER_ELECTION_NAME"] == RELEASE
+    assert [e["name"] for e in container["env"]].count("POD_IP") == 1
+    (spread,) = pod["affinity"]["podAntiAffinity"][
+        "preferredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert spread["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    (budget,) = kinds["PodDisruptionBudget"]
+    assert budget["spec"]["minAvailable"] == 1
+    assert budget["spec"]["selector"] == deployment["spec"]["selector"]
+    off = by_kind(render_chart("--set", "leaderElection.enabled=false", "--set", "replicaCount=1"))
+    assert not {"Role", "RoleBinding", "PodDisruptionBudget"} & set(off)
+    (single,) = off["Deployment"]
+    assert single["spec"]["replicas"] == 1
+    assert single["spec"]["strategy"] == {"type": "Recreate"}
+    assert "--leader-elect" not in single["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "affinity" not in single["spec"]["template"]["spec"]
+    named = by_kind(render_chart("--set", "leaderElection.leaseName=ops-lease"))
+    assert named["Role"][0]["rules"][1]["resourceNames"] == ["ops-lease"]
 
 
 def test_an_existing_service_account_can_be_used() -> None:

@@ -22,6 +22,7 @@ from tests.integration.test_analysis import HEALTHY, Scenario
 from tests.unit.test_argocd_health import argocd_health, kstatus
 
 from sits_localcluster.synthetic import Profile
+from sits_operator_testing.manifests import deployment, fast_policy
 
 pytestmark = pytest.mark.cluster
 
@@ -138,3 +139,53 @@ def test_candidate_without_traffic_says_what_data_is_missing(
     # The fast policy's noData: pause after 12 s: a paused rollout waits for a person.
     paused = record.until("Paused", lambda s: s.phase == "Paused", timeout=60)
     assert paused.argocd == "Suspended"
+
+
+def test_a_gitops_reapply_after_a_rollout_shows_no_drift(
+    scenario: Scenario, tmp_path: Path
+) -> None:
+    """As Argo CD syncs with server-side apply (field manager argocd-controller): apply the
+    manifest, let the rollout run to Succeeded, then diff and re-apply the same manifest.
+    Nothing differs, the re-apply changes nothing (same generation), and no manager but
+    the GitOps tool's owns a field of spec: the operator writes status, its children and
+    its own annotations, never the user's spec."""
+    scenario.set("v1", HEALTHY)
+    scenario.set("v2", HEALTHY)
+    policy = fast_policy(scenario.policy)
+    scenario.cluster.kubectl("apply", "-f", "-", input=json.dumps(policy))
+    manifest = deployment("chat", scenario.policy, scenario.prometheus.url)
+    manifest["spec"]["traffic"].update(NO_GATEWAY)
+    manifest_file = tmp_path / "chat.json"
+    manifest_file.write_text(json.dumps(manifest))
+    ssa = [
+        "--server-side",
+        f"--field-manager={ARGOCD}",
+        "-n",
+        scenario.ns,
+        "-f",
+        str(manifest_file),
+    ]
+    scenario.cluster.kubectl("apply", *ssa)
+    Recorder(scenario, tmp_path).until("Succeeded", lambda s: s.phase == "Succeeded")
+    before = _sitsd(scenario)
+    diff = scenario.cluster.kubectl("diff", *ssa, check=False)
+    assert diff.returncode == 0, f"drift after the rollout:\n{diff.stdout}{diff.stderr}"
+    scenario.cluster.kubectl("apply", *ssa)
+    after = _sitsd(scenario)
+    assert after["metadata"]["generation"] == before["metadata"]["generation"]
+    owners = {
+        entry["manager"]
+        for entry in after["metadata"]["managedFields"]
+        if "f:spec" in (entry.get("fieldsV1") or {})
+    }
+    assert owners == {ARGOCD}, f"spec fields owned by {owners}"
+
+
+ARGOCD = "argocd-controller"
+
+
+def _sitsd(scenario: Scenario) -> dict[str, Any]:
+    out = scenario.cluster.kubectl(
+        "get", "sitsd", "chat", "-n", scenario.ns, "-o", "json", "--show-managed-fields"
+    )
+    return dict(json.loads(out.stdout))

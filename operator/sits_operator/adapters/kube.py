@@ -7,6 +7,7 @@ loop, no threads), a no-op implementation that records calls, and a factory.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeAlias
 
@@ -17,6 +18,11 @@ from sits_operator.model.spec import API_GROUP, API_VERSION, PLURAL
 
 APPLY = "application/apply-patch+yaml"
 MERGE = "application/merge-patch+json"
+# A RoleBinding refused with 404 just after its Role was applied: tries, and the first wait
+# (doubled, then tripled: 0.25 + 0.5 + 0.75 s at most).
+ROLE_BINDING_ATTEMPTS = 4
+ROLE_BINDING_RETRY_SECONDS = 0.25
+sleep = asyncio.sleep  # a module attribute, so tests wait in simulated time
 
 Manifest = dict[str, Any]
 
@@ -96,6 +102,21 @@ class ApiKubeWriter:
         return self._calls[kind][which]
 
     async def apply(self, manifest: Manifest) -> None:
+        # A RoleBinding applied right after its Role can be refused with 404 while the
+        # apiserver's RBAC cache has not seen the Role yet (the escalation check looks it
+        # up there): a moment later it is accepted. Retry that briefly instead of failing
+        # the pass with a Warning event.
+        attempts = ROLE_BINDING_ATTEMPTS if manifest["kind"] == "RoleBinding" else 1
+        for attempt in range(1, attempts + 1):
+            try:
+                await self._apply_once(manifest)
+                return
+            except ApiException as exc:
+                if exc.status != 404 or attempt == attempts:
+                    raise
+                await sleep(ROLE_BINDING_RETRY_SECONDS * attempt)
+
+    async def _apply_once(self, manifest: Manifest) -> None:
         meta = manifest["metadata"]
         patch = self._call(manifest["kind"], 0)
         response = await patch(

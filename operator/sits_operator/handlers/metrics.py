@@ -61,6 +61,14 @@ EVALUATION_SECONDS = Histogram(
 PROMETHEUS_ERRORS = Counter(
     "sits_operator_prometheus_errors_total", "Rule queries that failed (Error verdicts)."
 )
+# Leader election (handlers/leadership.py): 1 while this process may act, 0 while it
+# follows; every change of its role, by the role it changed to.
+LEADER = Gauge("sits_operator_leader", "1 while this operator process is the leader, else 0.")
+LEADER_TRANSITIONS = Counter(
+    "sits_operator_leader_transitions_total",
+    "Changes of this process's role: became the leader (to=leader), stepped down (to=follower).",
+    ["to"],
+)
 
 ROLLOUT_PHASE = Gauge(
     "sits_rollout_phase",

@@ -25,6 +25,15 @@ from sits_operator.adapters.settings import settings_from_env
 from sits_operator.core import naming, observe
 from sits_operator.handlers.alerts import start_alert_server
 from sits_operator.handlers.analysis import Analyzer
+from sits_operator.handlers.leadership import (
+    FOLLOWER_RECHECK_SECONDS,
+    LeaderOnlyWriter,
+    Leadership,
+    NotLeaderError,
+    leader_only_poster,
+    leader_only_routers,
+    start_leadership,
+)
 from sits_operator.handlers.notifications import notifying_poster, start_notifier
 from sits_operator.handlers.reconcile import Reconciler, post_event
 from sits_operator.handlers.wakeups import Wakeups
@@ -58,14 +67,20 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     operator_settings = settings_from_env()
     api = await api_client_from_environment()
     memo["api"] = api
+    # Only the leader writes (handlers/leadership.py): every writer below is guarded.
+    leadership = memo["leadership"] = start_leadership(api, settings, on_leading=WAKEUPS.wake_all)
+    may_act = leadership.guard()
     # Webhooks hear of every decision and phase change (handlers/notifications.py).
     notifier = memo["notifier"] = await start_notifier(operator_settings.notifications)
+    post = post_event if notifier is None else notifying_poster(post_event, notifier)
     memo["reconciler"] = Reconciler(
-        writer=make_kube_writer(api, field_manager=operator_settings.field_manager),
+        writer=LeaderOnlyWriter(
+            make_kube_writer(api, field_manager=operator_settings.field_manager), may_act
+        ),
         settings=operator_settings,
-        analyzer=Analyzer(api),
+        analyzer=Analyzer(api, router_factory=leader_only_routers(may_act)),
         gateway_reader=make_gateway_reader(True),
-        post=post_event if notifier is None else notifying_poster(post_event, notifier),
+        post=leader_only_poster(post, may_act),
     )
     address = os.environ.get("SITS_ALERT_WEBHOOK_ADDRESS", "")
     if address:
@@ -75,6 +90,8 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
 
 @kopf.on.cleanup()
 async def close(memo: kopf.Memo, **_: Any) -> None:
+    if "leadership" in memo:  # stop acting, then hand the Lease over at once
+        await memo["leadership"].stop()
     if memo.get("notifier") is not None:  # drains what is queued, within its bound
         await memo["notifier"].close()
     if "alerts" in memo:
@@ -175,17 +192,33 @@ async def reconcile_loop(
     memo: Any,
     **kwargs: Any,
 ) -> None:
-    """Level-triggered loop for one SitsDeployment; never dies on a transient error."""
+    """Level-triggered loop for one SitsDeployment; never dies on a transient error.
+
+    Acts only while `leadership.may_act()` (handlers/leadership.py); a follower's loop
+    keeps sleeping and re-checking, and every write is guarded again where it is made."""
     reconciler: Reconciler = memo["reconciler"]
+    leadership: Leadership = memo["leadership"]
     if namespace is None:  # the CRD is namespaced; Kopf types allow cluster objects
         return
     key = (namespace, name)
     WAKEUPS.event_for(key)
     log.info("reconcile loop started for %s/%s", namespace, name)
     analysis_due_at = 0.0  # analyse on the first pass
+    acting_term: int | None = None  # the leadership term of this loop's last pass
     try:
         while not stopped:
             WAKEUPS.event_for(key).clear()
+            if not leadership.may_act():  # a follower: caches stay warm, nothing is written
+                if acting_term is not None:  # just stepped down: its memory and gauges go
+                    reconciler.forget(namespace, name)
+                    acting_term = None
+                    log.info("%s/%s: not the leader, following", namespace, name)
+                await WAKEUPS.wait(key, resync=FOLLOWER_RECHECK_SECONDS, debounce=0)
+                continue
+            if acting_term != leadership.term:  # a new term: the other leader wrote since
+                reconciler.forget(namespace, name)
+                acting_term = leadership.term
+                analysis_due_at = 0.0
             observed = observe.observed_state(
                 key,
                 children=kwargs["child_objects"],
@@ -205,6 +238,9 @@ async def reconcile_loop(
                 recheck = reconciler.recheck_in(namespace, name)
                 if recheck is not None:  # a gateway still applying the last decision
                     delay = min(delay, max(recheck, 0.05))
+            except NotLeaderError as exc:  # lost the lead mid-pass: the rest is not written
+                log.warning("reconcile of %s/%s abandoned: %s", namespace, name, exc)
+                delay = FOLLOWER_RECHECK_SECONDS
             except KubeApiError as exc:
                 log.warning(
                     "reconcile of %s/%s failed: %s %s: %s",
