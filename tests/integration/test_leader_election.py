@@ -180,9 +180,13 @@ def history(status: dict[str, Any]) -> list[dict[str, Any]]:
 
 def assert_nothing_counted_twice(watch: Watcher, final: dict[str, Any]) -> None:
     """No decision twice in the history; no period counted twice (each period has one set
-    of counters; two steps are at least the policy's two passing periods apart)."""
+    of counters; two steps are at least the policy's two passing periods apart). A decision
+    is its action, weights and reason: "promoting" and "promoted" are two promote entries
+    at the same weights, a step repeated by a second writer would repeat its reason."""
     entries = history(final)
-    decisions = [(h["action"], json.dumps(h["weights"], sort_keys=True)) for h in entries]
+    decisions = [
+        (h["action"], json.dumps(h["weights"], sort_keys=True), h["reason"]) for h in entries
+    ]
     assert len(decisions) == len(set(decisions)), entries
     steps = [h["at"] for h in entries if h["action"] == "step"]
     gaps = [later - earlier for earlier, later in itertools.pairwise(steps)]
