@@ -75,14 +75,25 @@ TIME_LIMIT_S = 240.0
 REQUEST_TIMEOUT_S = 30.0
 BOOTSTRAP = 2000
 SUBJECTS = (
-    "photosynthesis", "the printing press", "plate tectonics", "the immune system",
-    "compound interest", "jazz improvisation", "the water cycle", "bird migration",
-    "public key cryptography", "coral reefs", "black holes", "sourdough bread",
-)  # fmt: skip
+    "photosynthesis",
+    "the printing press",
+    "plate tectonics",
+    "the immune system",
+    "compound interest",
+    "jazz improvisation",
+    "the water cycle",
+    "bird migration",
+    "public key cryptography",
+    "coral reefs",
+    "black holes",
+    "sourdough bread",
+)
 TEMPLATES = (
-    "How does {} work in case {}?", "Give me facts about {}, part {}.",
-    "What changed about {} in the year {}?", "Explain {} to a child of age {}.",
-)  # fmt: skip
+    "How does {} work in case {}?",
+    "Give me facts about {}, part {}.",
+    "What changed about {} in the year {}?",
+    "Explain {} to a child of age {}.",
+)
 
 
 def progress(line: str) -> None:
@@ -120,16 +131,23 @@ class Cell:
 
 
 def body(question: str, stream: bool) -> bytes:
-    doc = {"model": MODEL, "messages": [{"role": "user", "content": question}],
-           "temperature": 0, "max_tokens": CHUNKS, "stream": stream}  # fmt: skip
+    doc = {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": question}],
+        "temperature": 0,
+        "max_tokens": CHUNKS,
+        "stream": stream,
+    }
     return json.dumps(doc).encode()
 
 
 def stub_headers(prefill_ms: float) -> dict[str, str]:
     return {
-        "Content-Type": "application/json", "x-stub-delay-ms": f"{prefill_ms:g}",
-        "x-stub-chunks": str(CHUNKS), "x-stub-chunk-delay-ms": f"{CHUNK_DELAY_MS:g}",
-    }  # fmt: skip
+        "Content-Type": "application/json",
+        "x-stub-delay-ms": f"{prefill_ms:g}",
+        "x-stub-chunks": str(CHUNKS),
+        "x-stub-chunk-delay-ms": f"{CHUNK_DELAY_MS:g}",
+    }
 
 
 async def one(
@@ -158,9 +176,13 @@ async def one(
 
 
 async def run_cell(
-    sessions: dict[str, aiohttp.ClientSession], urls: dict[str, str], cell: Cell,
-    order: Sequence[str], questions: Questions, deadline: float,
-) -> None:  # fmt: skip
+    sessions: dict[str, aiohttp.ClientSession],
+    urls: dict[str, str],
+    cell: Cell,
+    order: Sequence[str],
+    questions: Questions,
+    deadline: float,
+) -> None:
     stream = cell.mode == "stream"
     per_client = REQUESTS_PER_CLIENT[cell.clients]
     for path in order:
@@ -194,9 +216,11 @@ async def measure(
         for path in urls:  # connections open, first-request costs out of the numbers
             for stream in (False, True):
                 await asyncio.gather(
-                    *(one(sessions[path], urls[path], questions.next(), stream, 0.0)
-                      for _ in range(max(CLIENTS)))
-                )  # fmt: skip
+                    *(
+                        one(sessions[path], urls[path], questions.next(), stream, 0.0)
+                        for _ in range(max(CLIENTS))
+                    )
+                )
         paths = list(urls)
         for index in range(rounds):
             order = paths[index % len(paths) :] + paths[: index % len(paths)]
@@ -236,9 +260,7 @@ def bootstrap_interval(values: Sequence[float], seed: int = 16) -> tuple[float, 
     if len(values) < 2:
         return math.nan, math.nan
     rng = random.Random(seed)
-    medians = sorted(
-        median([rng.choice(values) for _ in values]) for _ in range(BOOTSTRAP)
-    )  # fmt: skip
+    medians = sorted(median([rng.choice(values) for _ in values]) for _ in range(BOOTSTRAP))
     return medians[int(0.025 * BOOTSTRAP)], medians[int(0.975 * BOOTSTRAP) - 1]
 
 
@@ -275,8 +297,12 @@ def summarise(cells: Sequence[Cell], path: str) -> list[dict[str, Any]]:
             round_figures(c, path) for c in cells if (c.prefill_ms, c.clients, c.mode) == key
         ]
         per_round = [f for f in per_round if f]
-        row: dict[str, Any] = {"prefill_ms": key[0], "clients": key[1], "mode": key[2],
-                               "rounds": len(per_round)}  # fmt: skip
+        row: dict[str, Any] = {
+            "prefill_ms": key[0],
+            "clients": key[1],
+            "mode": key[2],
+            "rounds": len(per_round),
+        }
         for metric in METRICS:
             values = [f[metric] for f in per_round if not math.isnan(f[metric])]
             row[metric] = median(values)
@@ -364,13 +390,19 @@ def _change(before: dict[str, Any], after: dict[str, Any]) -> str:
 def git_commit() -> str:
     try:
         head = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True,
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
             timeout=10,
-        ).stdout.strip()  # fmt: skip
+        ).stdout.strip()
         dirty = subprocess.run(
             ["git", "status", "--porcelain", "--", "inference_image/sits_inference"],
-            capture_output=True, text=True, check=True, timeout=10,
-        ).stdout.strip()  # fmt: skip
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=10,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return head + (" + uncommitted changes to sits_inference" if dirty else "")
@@ -381,13 +413,15 @@ def report(result: dict[str, Any]) -> str:
     counts = ", ".join(f"{k} {v}" for k, v in sorted(result["states"].items()))
     verdict = "met" if met(rows, judged) else "NOT met"
     lines = [
-        HEADING, "",
+        HEADING,
+        "",
         f"Command: `.venv/bin/python -m benchmarks.cache_miss_path --rounds {result['rounds']}"
         + (f" --compare-with {result['compare_with']}" if result["compare_with"] else "")
         + "`."
         f" Commit {result['commit']}; {result['machine']}; 1-min load average"
         f" {result['load_start']:.2f} at the start, {result['load_end']:.2f} at the end;"
-        f" {result['seconds']:.0f} s.", "",
+        f" {result['seconds']:.0f} s.",
+        "",
         "The stub OpenAI upstream (`sits_inference_testing.stub`, a process of its own) plays"
         " vLLM; the `sits-cache` console script (a process, real L1 with MiniLM, default"
         " settings) is in front of it. The paths take turns within each round, in an order"
@@ -402,23 +436,32 @@ def report(result: dict[str, Any]) -> str:
         f" {REQUESTS_PER_CLIENT[8]} per client at 8, per path and round. TTFT: the first"
         " content chunk (plain: the whole answer). Added = sidecar minus direct within a"
         " round, in ms; median over rounds and [95 % bootstrap interval of the median]; a"
-        " round's p99 is its largest sample or close to it.", "",
-        *table(rows), "",
+        " round's p99 is its largest sample or close to it.",
+        "",
+        *table(rows),
+        "",
         f"Target (TTFT added <= {TARGET_TTFT_P50_MS:g} ms p50, <= {TARGET_TTFT_P99_MS:g} ms p99,"
         f" both modes, 1 and 8 clients), judged at upstream TTFT {judged:g} ms: **{verdict}**.",
-    ]  # fmt: skip
+    ]
     if BEFORE in result["rows"]:
         lines += [
             "",
             f"In the same rounds, a second sidecar running `sits_inference` as of commit"
             f" {result['compare_with']} (before the change; same stub, same direct baseline):",
-            "", *table(result["rows"][BEFORE]), "",
+            "",
+            *table(result["rows"][BEFORE]),
+            "",
             f"Before -> after, TTFT added at p50 (p99) with upstream TTFT {judged:g} ms: "
-            + "; ".join(_change(b, a) for b, a in zip(
-                [r for r in result["rows"][BEFORE] if r["prefill_ms"] == judged],
-                [r for r in rows if r["prefill_ms"] == judged], strict=True))
+            + "; ".join(
+                _change(b, a)
+                for b, a in zip(
+                    [r for r in result["rows"][BEFORE] if r["prefill_ms"] == judged],
+                    [r for r in rows if r["prefill_ms"] == judged],
+                    strict=True,
+                )
+            )
             + ".",
-        ]  # fmt: skip
+        ]
     lines += ["", EXPLANATION]
     return "\n".join(lines) + "\n"
 
@@ -443,8 +486,10 @@ def export_tree(ref: str, into: Path) -> Path:
     """``inference_image/sits_inference`` as of ``ref``: the directory for PYTHONPATH."""
     archive = subprocess.run(
         ["git", "archive", ref, "inference_image/sits_inference"],
-        capture_output=True, check=True, timeout=60,
-    )  # fmt: skip
+        capture_output=True,
+        check=True,
+        timeout=60,
+    )
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True, timeout=60)
     return into / "inference_image"
 
@@ -457,13 +502,24 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     procs = Processes(logs)
     try:
         stub_port = free_port(HOST)
-        argv = [sys.executable, "-m", "sits_inference_testing.stub", "--host", HOST,
-                "--port", str(stub_port)]  # fmt: skip
+        argv = [
+            sys.executable,
+            "-m",
+            "sits_inference_testing.stub",
+            "--host",
+            HOST,
+            "--port",
+            str(stub_port),
+        ]
         procs.start("stub", argv, list(range(os.cpu_count() or 1)))
         stub_url = f"http://{HOST}:{stub_port}"
         wait_ready(f"{stub_url}/health", 30)
-        env = {"SITS_CACHE_UPSTREAM": stub_url, "SITS_CACHE_MODEL": MODEL,
-               "SITS_CACHE_REVISION": "bench", "SITS_CACHE_LOG_LEVEL": "WARNING"}  # fmt: skip
+        env = {
+            "SITS_CACHE_UPSTREAM": stub_url,
+            "SITS_CACHE_MODEL": MODEL,
+            "SITS_CACHE_REVISION": "bench",
+            "SITS_CACHE_LOG_LEVEL": "WARNING",
+        }
         progress("starting sits-cache (loads the embedding model)")
         sidecars = {SIDECAR: SidecarProcess(env, free_port(HOST), log_dir=logs)}
         if args.compare_with:
@@ -501,9 +557,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--rounds", type=int, default=7, help="repetitions (at least 5)")
     parser.add_argument(
-        "--prefill-ms", type=float, nargs="+", default=list(PREFILL_MS),
+        "--prefill-ms",
+        type=float,
+        nargs="+",
+        default=list(PREFILL_MS),
         help="upstream times to first byte to measure (the largest is judged)",
-    )  # fmt: skip
+    )
     parser.add_argument("--write", action="store_true", help="update docs/benchmarks.md")
     parser.add_argument("--json", type=Path, help="also save the figures here")
     parser.add_argument("--compare-with", help="also run the sidecar of this git commit")

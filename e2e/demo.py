@@ -19,9 +19,10 @@ def main() -> None:
     )
     parser.add_argument("--down", action="store_true", help="stop the demo and the cluster")
     parser.add_argument(
-        "--kwok", action="store_true",
+        "--kwok",
+        action="store_true",
         help="the fast story on kwok's fake GPU nodes, fed by synthetic gateway metrics",
-    )  # fmt: skip
+    )
     args = parser.parse_args()
     if args.down:
         demo_kwok.stop_background()

@@ -232,9 +232,15 @@ def forget_previous_run(cluster: LocalCluster) -> None:
     say(f"removing {len(left)} SitsDeployments left by an earlier demo run")
     for namespace in ("default", DEMO_NS):
         kubectl(
-            "delete", "sitsd", "--all", "-n", namespace, "--wait=true", "--timeout=60s",
+            "delete",
+            "sitsd",
+            "--all",
+            "-n",
+            namespace,
+            "--wait=true",
+            "--timeout=60s",
             check=False,
-        )  # fmt: skip
+        )
 
 
 def demo() -> None:

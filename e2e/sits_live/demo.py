@@ -49,10 +49,21 @@ def say(message: str) -> None:
 
 def install(cluster: LocalCluster) -> None:
     kubectl = cluster.kubectl
-    kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=sits-demo",
-            "-f", str(REPO / "crds"))  # fmt: skip
-    kubectl("wait", "--for=condition=Established", "--timeout=60s",
-            "crd/sitsdeployments.sits.dev", "crd/sitspolicies.sits.dev")  # fmt: skip
+    kubectl(
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        "--field-manager=sits-demo",
+        "-f",
+        str(REPO / "crds"),
+    )
+    kubectl(
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "crd/sitsdeployments.sits.dev",
+        "crd/sitspolicies.sits.dev",
+    )
     kubectl("create", "namespace", NAMESPACE, check=False)
     stack.OperatorInstall(cluster, OPERATOR_NS, (NAMESPACE,)).install()
     kubectl("apply", "-f", "-", input=json.dumps(stories.live_policy()))
@@ -94,13 +105,22 @@ def apply_or_retry(cluster: LocalCluster, manifests: dict[str, dict[str, Any]]) 
     for obj in existing:
         name = obj["metadata"]["name"]
         same = name in manifests and (obj["metadata"].get("annotations") or {}).get(
-            SPEC_HASH) == _spec_hash(manifests[name])  # fmt: skip
+            SPEC_HASH
+        ) == _spec_hash(manifests[name])
         if same:
-            cluster.kubectl("annotate", "sitsd", name, "-n", NAMESPACE, "--overwrite",
-                            f"sits.dev/retry={int(time.time())}")  # fmt: skip
+            cluster.kubectl(
+                "annotate",
+                "sitsd",
+                name,
+                "-n",
+                NAMESPACE,
+                "--overwrite",
+                f"sits.dev/retry={int(time.time())}",
+            )
         else:
-            cluster.kubectl("delete", "sitsd", name, "-n", NAMESPACE, "--wait=true",
-                            "--timeout=120s")  # fmt: skip
+            cluster.kubectl(
+                "delete", "sitsd", name, "-n", NAMESPACE, "--wait=true", "--timeout=120s"
+            )
     for manifest in manifests.values():
         annotated = copy.deepcopy(manifest)
         annotated["metadata"].setdefault("annotations", {})[SPEC_HASH] = _spec_hash(manifest)
@@ -116,12 +136,18 @@ def run_demo_stories(cluster: LocalCluster, monitoring: LiveMonitoring, out: Pat
     """Both rollouts under load at once, shown live; their timelines saved as JSON + PNG."""
     stories_ = [
         cluster_story(
-            cluster, monitoring.query, NAMESPACE, name, ends=frozenset(ends),
+            cluster,
+            monitoring.query,
+            NAMESPACE,
+            name,
+            ends=frozenset(ends),
             traffic=Traffic(root_url(cluster, name), stories.RATES, ROLLOUT_TIMEOUT_S, seed=i),
-            window=stories.WINDOW, thresholds=stories.THRESHOLDS, out=print,
+            window=stories.WINDOW,
+            thresholds=stories.THRESHOLDS,
+            out=print,
         )
         for i, (name, ends) in enumerate(ENDS.items())
-    ]  # fmt: skip
+    ]
     results = run_stories(stories_, timeout_s=ROLLOUT_TIMEOUT_S)
     paths: list[Path] = []
     for result in results:
@@ -160,8 +186,9 @@ def demo(progress: Callable[[str], object] = print) -> None:
     say("kubectl get sitsd -n sits-demo")
     print(cluster.kubectl("get", "sitsd", "-n", NAMESPACE).stdout)
     say("kubectl describe sitsd broken -n sits-demo   (events)")
-    print(cluster.kubectl("describe", "sitsd", "broken", "-n", NAMESPACE).stdout
-          .split("Events:")[-1])  # fmt: skip
+    print(
+        cluster.kubectl("describe", "sitsd", "broken", "-n", NAMESPACE).stdout.split("Events:")[-1]
+    )
     say(f"done in {time.monotonic() - started:.0f} s. Timelines (JSON) and plots (PNG):")
     for path in paths:
         print(f"  {path}")

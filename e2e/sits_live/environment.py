@@ -25,15 +25,18 @@ class LiveNamespace:
         # A release name of its own: the chart's cluster-scoped objects (ClusterRole...)
         # are named after it, and another install (the demo's) may be in the cluster.
         self.operator = stack.OperatorInstall(
-            self.cluster, f"{self.prefix}-system-{self.suffix}", (self.namespace,),
+            self.cluster,
+            f"{self.prefix}-system-{self.suffix}",
+            (self.namespace,),
             release=f"sits-{self.suffix}",
-        )  # fmt: skip
+        )
         # The operator's namespace too: its sits_rollout_* gauges (dashboards, the chart's
         # candidate alert) come from its pod's /metrics.
         self.monitoring = LiveMonitoring(
-            self.cluster, (self.namespace, self.operator.namespace),
+            self.cluster,
+            (self.namespace, self.operator.namespace),
             name=f"prometheus-{self.suffix}",
-        )  # fmt: skip
+        )
         self.volume = stack.ModelVolume(self.cluster, self.namespace)
 
     def up(self) -> LiveNamespace:
@@ -52,14 +55,20 @@ class LiveNamespace:
         so a fixture's cleanup never leaves Prometheus or the operator behind silently."""
         kubectl = self.cluster.kubectl
         steps: list[tuple[str, Callable[[], object]]] = [
-            ("namespace", lambda: kubectl("delete", "namespace", self.namespace,
-                                          "--wait=false", check=False)),
+            (
+                "namespace",
+                lambda: kubectl("delete", "namespace", self.namespace, "--wait=false", check=False),
+            ),
             ("operator", self.operator.uninstall),
             ("prometheus", self.monitoring.stop),
             ("volume", self.volume.delete),
-            ("policy", lambda: kubectl("delete", "sitspolicy", stories.POLICY_NAME,
-                                       "--ignore-not-found", check=False)),
-        ]  # fmt: skip
+            (
+                "policy",
+                lambda: kubectl(
+                    "delete", "sitspolicy", stories.POLICY_NAME, "--ignore-not-found", check=False
+                ),
+            ),
+        ]
         failures: list[tuple[str, Exception]] = []
         for what, step in steps:
             try:

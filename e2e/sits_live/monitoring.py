@@ -181,12 +181,15 @@ class LiveMonitoring:
             process.stop()
             config_file.write_text(text)
             nodenet.guard_port(self.port)
-            process.start([
-                PROMETHEUS_BIN, f"--config.file={config_file}",
-                f"--storage.tsdb.path={self.workdir / 'data'}",
-                f"--web.listen-address={network.NODE_IP}:{self.port}",
-                "--storage.tsdb.retention.time=1d",
-            ])  # fmt: skip
+            process.start(
+                [
+                    PROMETHEUS_BIN,
+                    f"--config.file={config_file}",
+                    f"--storage.tsdb.path={self.workdir / 'data'}",
+                    f"--web.listen-address={network.NODE_IP}:{self.port}",
+                    "--storage.tsdb.retention.time=1d",
+                ]
+            )
             self._wait_ready()
             progress(f"Prometheus at {self.url} (in the cluster: {self.in_cluster_url})")
         self.cluster.kubectl("apply", "-f", "-", input=json.dumps(self.manifests()))
@@ -205,8 +208,9 @@ class LiveMonitoring:
         self._process().stop()
         nodenet.unguard_port(self.port)
         for kind, name in (("service", self.name), ("endpointslice", f"{self.name}-host")):
-            self.cluster.kubectl("delete", kind, name, "-n", MONITORING_NS,
-                                 "--ignore-not-found", check=False)  # fmt: skip
+            self.cluster.kubectl(
+                "delete", kind, name, "-n", MONITORING_NS, "--ignore-not-found", check=False
+            )
 
     def manifests(self) -> dict[str, Any]:
         """The namespace, a Service without selector and its EndpointSlice (the node IP)."""
@@ -215,23 +219,36 @@ class LiveMonitoring:
         items = [
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": MONITORING_NS}},
             {
-                "apiVersion": "v1", "kind": "Service", "metadata": {"name": service, **meta},
-                "spec": {"ports": [{"name": "web", "port": SERVICE_PORT,
-                                    "targetPort": self.port, "protocol": "TCP"}]},
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {"name": service, **meta},
+                "spec": {
+                    "ports": [
+                        {
+                            "name": "web",
+                            "port": SERVICE_PORT,
+                            "targetPort": self.port,
+                            "protocol": "TCP",
+                        }
+                    ]
+                },
             },
             {
-                "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+                "apiVersion": "discovery.k8s.io/v1",
+                "kind": "EndpointSlice",
                 "metadata": {
-                    "name": f"{service}-host", "namespace": MONITORING_NS,
-                    "labels": {"kubernetes.io/service-name": service,
-                               "endpointslice.kubernetes.io/managed-by": "sits-live"},
+                    "name": f"{service}-host",
+                    "namespace": MONITORING_NS,
+                    "labels": {
+                        "kubernetes.io/service-name": service,
+                        "endpointslice.kubernetes.io/managed-by": "sits-live",
+                    },
                 },
                 "addressType": "IPv4",
                 "ports": [{"name": "web", "port": self.port, "protocol": "TCP"}],
-                "endpoints": [{"addresses": [network.NODE_IP],
-                               "conditions": {"ready": True}}],
+                "endpoints": [{"addresses": [network.NODE_IP], "conditions": {"ready": True}}],
             },
-        ]  # fmt: skip
+        ]
         return {"apiVersion": "v1", "kind": "List", "items": items}
 
     def query(self, promql: str) -> dict[str, float]:

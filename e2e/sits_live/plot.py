@@ -65,9 +65,14 @@ def plot(timeline: Timeline, path: Path) -> Path:
         for axis in (weights, success, latency):
             axis.axvline(decision.t, color=colour, alpha=0.5, linewidth=1)
         weights.annotate(
-            decision.reason, (decision.t, 100), rotation=90, fontsize="x-small",
-            va="top", ha="right", color=colour,
-        )  # fmt: skip
+            decision.reason,
+            (decision.t, 100),
+            rotation=90,
+            fontsize="x-small",
+            va="top",
+            ha="right",
+            color=colour,
+        )
     fig.suptitle(f"{timeline.namespace}/{timeline.name}: {timeline.scenario}")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -61,14 +61,21 @@ class Traffic:
         for i, (model, rate) in enumerate(sorted(self.rates.items())):
             self.configs.append(
                 LoadConfig(
-                    base_url=self.base_url, model=model, rate=rate,
+                    base_url=self.base_url,
+                    model=model,
+                    rate=rate,
                     max_requests=max(1, int(rate * self.duration_s * 1.5)),
-                    duration_s=self.duration_s, max_tokens=self.max_tokens,
-                    seed=self.seed + i, sessions=8, concurrency=32,
-                    request_timeout_s=30.0, drain_timeout_s=30.0, progress_interval_s=0,
+                    duration_s=self.duration_s,
+                    max_tokens=self.max_tokens,
+                    seed=self.seed + i,
+                    sessions=8,
+                    concurrency=32,
+                    request_timeout_s=30.0,
+                    drain_timeout_s=30.0,
+                    progress_interval_s=0,
                     max_retries=self.max_retries,
                 )
-            )  # fmt: skip
+            )
 
 
 class LoadThread:
@@ -128,10 +135,14 @@ class StoryResult:
     finished: bool
 
 
-def run_stories(stories: list[Story], *, timeout_s: float, after_end_s: float = 3.0,
-                step_s: float = 1.0,
-                on_sample: Callable[[Story, Sample], None] | None = None,
-                ) -> list[StoryResult]:  # fmt: skip
+def run_stories(
+    stories: list[Story],
+    *,
+    timeout_s: float,
+    after_end_s: float = 3.0,
+    step_s: float = 1.0,
+    on_sample: Callable[[Story, Sample], None] | None = None,
+) -> list[StoryResult]:
     """Load every story at once, sample each every ``step_s`` until each has reached one of
     its end phases (plus ``after_end_s``, so the end shows in the plot) or ``timeout_s``
     passes; then stop the load (it drains) and return what was recorded. ``on_sample``
@@ -187,15 +198,28 @@ def cluster_story(
         return found
 
     def events() -> list[dict[str, Any]]:
-        got = cluster.kubectl("get", "events", "-n", namespace, "--field-selector", selector,
-                              "-o", "json", check=False)  # fmt: skip
+        got = cluster.kubectl(
+            "get",
+            "events",
+            "-n",
+            namespace,
+            "--field-selector",
+            selector,
+            "-o",
+            "json",
+            check=False,
+        )
         items: list[dict[str, Any]] = json.loads(got.stdout)["items"] if got.stdout else []
         return [e for e in items if event_time(e) >= timeline.started - 1]
 
     recorder = Recorder(
-        timeline, status=status, query=query, events=events,
-        queries=live_queries(namespace, name, source, window), clock=time.time,
-    )  # fmt: skip
+        timeline,
+        status=status,
+        query=query,
+        events=events,
+        queries=live_queries(namespace, name, source, window),
+        clock=time.time,
+    )
     view = None
     if out is not None:
         printer = out
@@ -208,9 +232,14 @@ def save(timeline: Timeline, results: list[LoadResult], directory: Path) -> tupl
     for result in results:
         s = result.summary.overall
         timeline.notes.setdefault("load", []).append(
-            {"model": result.config.model, "sent": s.requests, "ok": s.success,
-             "errors": s.errors, "p95_ms": s.latency_p95_ms}
-        )  # fmt: skip
+            {
+                "model": result.config.model,
+                "sent": s.requests,
+                "ok": s.success,
+                "errors": s.errors,
+                "p95_ms": s.latency_p95_ms,
+            }
+        )
     slug = timeline.scenario.replace(" ", "-")
     return timeline.write(directory / f"{slug}.json"), plot(timeline, directory / f"{slug}.png")
 
@@ -223,11 +252,22 @@ class PhaseWatch:
     def __init__(self, cluster: LocalCluster, namespace: str, name: str) -> None:
         self.changes: list[tuple[float, str]] = []
         self._proc = subprocess.Popen(
-            [KUBECTL, f"--kubeconfig={cluster.kubeconfig}", "get",
-             "sitsd", name, "-n", namespace, "--watch", "-o",
-             'jsonpath={.status.phase}{"\\n"}'],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-        )  # fmt: skip
+            [
+                KUBECTL,
+                f"--kubeconfig={cluster.kubeconfig}",
+                "get",
+                "sitsd",
+                name,
+                "-n",
+                namespace,
+                "--watch",
+                "-o",
+                'jsonpath={.status.phase}{"\\n"}',
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
         self._thread = threading.Thread(target=self._read, daemon=True)
         self._thread.start()
 

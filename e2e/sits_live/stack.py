@@ -103,8 +103,11 @@ class ModelVolume:
             shutil.rmtree(staging, ignore_errors=True)
         pv = addons.local_volume(self.name, str(root), "1Gi", self.namespace, CLAIM)
         apply(self.cluster, None, pv)
-        apply(self.cluster, self.namespace, addons.volume_claim(CLAIM, self.namespace, "1Gi",
-                                                                 self.name))  # fmt: skip
+        apply(
+            self.cluster,
+            self.namespace,
+            addons.volume_claim(CLAIM, self.namespace, "1Gi", self.name),
+        )
 
     def delete(self) -> None:
         self.cluster.kubectl("delete", "pv", self.name, "--wait=false", check=False)

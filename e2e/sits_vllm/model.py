@@ -109,9 +109,13 @@ def _run_builder(args: list[str]) -> None:
     command = [str(vllm_python()), "-m", "sits_vllm.model_build", *args]
     try:
         result = subprocess.run(
-            command, env=env, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S,
+            command,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=BUILD_TIMEOUT_S,
             check=False,
-        )  # fmt: skip
+        )
     except subprocess.TimeoutExpired as err:
         raise ModelBuildError(f"{' '.join(command)} timed out after {err.timeout} s") from err
     if result.returncode != 0:

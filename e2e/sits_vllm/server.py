@@ -143,9 +143,13 @@ class VllmServer:
         self._log.write(f"$ {' '.join(command)}\n".encode())
         self._log.flush()
         self._proc = subprocess.Popen(
-            command, env=self.environment(), stdin=subprocess.DEVNULL,
-            stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
+            command,
+            env=self.environment(),
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         orphans.record(self._proc.pid, self.url)
         try:
             self._wait_healthy(timeout)
@@ -213,9 +217,11 @@ class VllmServer:
     def _post(self, path: str, body: dict[str, Any]) -> None:
         """POST JSON to the server; raise with the server's answer on a non-2xx status."""
         request = urllib.request.Request(
-            f"{self.url}{path}", data=json.dumps(body).encode(), method="POST",
+            f"{self.url}{path}",
+            data=json.dumps(body).encode(),
+            method="POST",
             headers={"Content-Type": "application/json"},
-        )  # fmt: skip
+        )
         try:
             with urllib.request.urlopen(request, timeout=60) as response:
                 response.read()

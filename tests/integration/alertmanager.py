@@ -62,10 +62,12 @@ class LocalAlertmanager:
             "route": {
                 "receiver": "sits",
                 "group_by": ["alertname", "namespace", "sits_deployment", "variant"],
-                "group_wait": "1s", "group_interval": "5s", "repeat_interval": "1h",
+                "group_wait": "1s",
+                "group_interval": "5s",
+                "repeat_interval": "1h",
             },
             "receivers": [{"name": "sits", "webhook_configs": [receiver]}],
-        }  # fmt: skip
+        }
         (self.workdir / "alertmanager.yml").write_text(yaml.safe_dump(config, sort_keys=False))
 
     def reload(self) -> None:

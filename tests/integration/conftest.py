@@ -47,12 +47,20 @@ def crds_installed(local_cluster: Any, no_other_operator: None) -> tuple[str, ..
     kubectl = local_cluster.kubectl
     # --force-conflicts: a chart installed by an earlier test (helm applies its crds/ too)
     # must not stop the tests from putting this checkout's CRDs in place.
-    kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=sits-tests",
-            "-f", str(CRDS_DIR))  # fmt: skip
     kubectl(
-        "wait", "--for=condition=Established", "--timeout=60s",
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        "--field-manager=sits-tests",
+        "-f",
+        str(CRDS_DIR),
+    )
+    kubectl(
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
         *(f"crd/{name}" for name in SITS_RESOURCES),
-    )  # fmt: skip
+    )
     # Established means the apiserver serves the resource; kubectl's discovery cache may
     # still lag behind it for a moment, and then the first `kubectl apply` of a CR fails.
     for name in SITS_RESOURCES:
@@ -111,19 +119,32 @@ def operator_kubeconfig(local_cluster: Any, crds_installed: tuple[str, ...]) -> 
     The RBAC objects come from `helm template` of the chart, the token from the API
     server's TokenRequest (`kubectl create token`), as a pod's projected token would."""
     rbac = apply_chart_parts(
-        local_cluster, CHART, RELEASE, OPERATOR_NAMESPACE,
-        ("serviceaccount.yaml", "rbac.yaml"), field_manager="sits-tests",
-    )  # fmt: skip
+        local_cluster,
+        CHART,
+        RELEASE,
+        OPERATOR_NAMESPACE,
+        ("serviceaccount.yaml", "rbac.yaml"),
+        field_manager="sits-tests",
+    )
     assert {d["kind"] for d in rbac} == {"ServiceAccount", "ClusterRole", "ClusterRoleBinding"}
     account = service_account_of(rbac)
     path = service_account_kubeconfig(
         local_cluster, OPERATOR_NAMESPACE, account, operator_kubeconfig_path(local_cluster)
     )
     who = subprocess.run(
-        ["kubectl", f"--kubeconfig={path}", "auth", "whoami", "-o",
-         "jsonpath={.status.userInfo.username}"],
-        capture_output=True, text=True, timeout=60, check=True,
-    )  # fmt: skip
+        [
+            "kubectl",
+            f"--kubeconfig={path}",
+            "auth",
+            "whoami",
+            "-o",
+            "jsonpath={.status.userInfo.username}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     assert who.stdout == f"system:serviceaccount:{OPERATOR_NAMESPACE}:{account}"
     return path
 

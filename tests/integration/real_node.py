@@ -42,10 +42,23 @@ def kill_container(cluster: LocalCluster, pod: dict[str, Any], container: str) -
     container_id = status["containerID"].removeprefix("containerd://")
     socket = cluster.node_layout().containerd_socket
     subprocess.run(
-        ["ctr", "-a", str(socket), "-n", "k8s.io", "tasks", "kill", "-a", "-s", "SIGKILL",
-         container_id],
-        check=True, capture_output=True, timeout=30,
-    )  # fmt: skip
+        [
+            "ctr",
+            "-a",
+            str(socket),
+            "-n",
+            "k8s.io",
+            "tasks",
+            "kill",
+            "-a",
+            "-s",
+            "SIGKILL",
+            container_id,
+        ],
+        check=True,
+        capture_output=True,
+        timeout=30,
+    )
 
 
 def container_cgroup(pod: dict[str, Any], container: str, controller: str = "memory") -> Path:

@@ -107,9 +107,16 @@ class Scenario:
         (pod,) = json.loads(out.stdout)["items"]
         patch = crash_looping_status(pod, restarts=3, last_words=last_words)
         self.cluster.kubectl(
-            "patch", "pod", pod["metadata"]["name"], "-n", self.ns, "--subresource=status",
-            "--type=merge", "-p", json.dumps(patch),
-        )  # fmt: skip
+            "patch",
+            "pod",
+            pod["metadata"]["name"],
+            "-n",
+            self.ns,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            json.dumps(patch),
+        )
 
     def cleanup(self) -> None:
         self.cluster.kubectl("delete", "sitspolicy", self.policy, "--wait=false", check=False)
@@ -434,9 +441,15 @@ def http_route(weights: dict[str, int]) -> dict[str, Any]:
 
 def route_state(scenario: Scenario, namespace: str | None = None) -> dict[str, Any]:
     out = scenario.cluster.kubectl(
-        "get", "httproute", "chat", "-n", namespace or scenario.ns, "-o", "json",
+        "get",
+        "httproute",
+        "chat",
+        "-n",
+        namespace or scenario.ns,
+        "-o",
+        "json",
         "--show-managed-fields",
-    )  # fmt: skip
+    )
     return dict(json.loads(out.stdout))
 
 
@@ -568,9 +581,15 @@ def test_gateway_api_router_patches_only_the_weights(scenario: Scenario, gateway
     assert ("kubectl-client-side-apply", "Update") in managers  # the user's, still there
     header = "/spec/rules/0/filters/0/requestHeaderModifier/set/0/value"
     scenario.cluster.kubectl(
-        "patch", "httproute", "chat", "-n", scenario.ns, "--type=json",
-        "-p", json.dumps([{"op": "replace", "path": header, "value": "2"}]),
-    )  # fmt: skip
+        "patch",
+        "httproute",
+        "chat",
+        "-n",
+        scenario.ns,
+        "--type=json",
+        "-p",
+        json.dumps([{"op": "replace", "path": header, "value": "2"}]),
+    )
     edited = route_state(scenario)
     deadline = time.monotonic() + 90
     while variant_weights(route := route_state(scenario)) == variant_weights(edited):

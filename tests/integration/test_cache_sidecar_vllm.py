@@ -75,16 +75,26 @@ def vllm(vllm_factory: VllmFactory) -> VllmServer:
 
 def operator_env(vllm: VllmServer, adapters: dict[str, Path], revision: str) -> dict[str, str]:
     """The sidecar container's environment exactly as the operator renders it."""
-    spec = parse_spec({
-        "servedModelName": MODEL,
-        "variants": [{
-            "name": "v1", "role": "stable", "image": "vllm/vllm-openai:v0.14.0",
-            "model": "/models/tiny", "revision": revision, "migProfile": "1g.10gb",
-            "lora": {"maxLoras": 2,
-                     "adapters": [{"name": n, "source": str(p)} for n, p in adapters.items()]},
-            "cache": {"lora": {"maxResident": 2}},
-        }],
-    })  # fmt: skip
+    spec = parse_spec(
+        {
+            "servedModelName": MODEL,
+            "variants": [
+                {
+                    "name": "v1",
+                    "role": "stable",
+                    "image": "vllm/vllm-openai:v0.14.0",
+                    "model": "/models/tiny",
+                    "revision": revision,
+                    "migProfile": "1g.10gb",
+                    "lora": {
+                        "maxLoras": 2,
+                        "adapters": [{"name": n, "source": str(p)} for n, p in adapters.items()],
+                    },
+                    "cache": {"lora": {"maxResident": 2}},
+                }
+            ],
+        }
+    )
     owner = ObjectRef(name="chat", namespace="test", uid="uid-1", generation=1)
     settings = OperatorSettings(vllm_port=vllm.port, sidecar_port=8080)
     deployment = render_variant_deployment(owner, spec, spec.variants[0], settings)
@@ -129,10 +139,14 @@ def stream_chat(
 ) -> tuple[str, str, str | None, list[Any]]:
     """(x-sits-cache, text, finish_reason, chunks) of a greedy streamed chat request."""
     raw = client.chat.completions.with_raw_response.create(
-        model=model, messages=[{"role": "user", "content": text}], max_tokens=TOKENS,
-        temperature=0.0, stream=True, extra_body=FULL,
+        model=model,
+        messages=[{"role": "user", "content": text}],
+        max_tokens=TOKENS,
+        temperature=0.0,
+        stream=True,
+        extra_body=FULL,
         stream_options={"include_usage": True} if include_usage else None,
-    )  # fmt: skip
+    )
     chunks = list(raw.parse())
     with_choices = [c for c in chunks if c.choices]
     text_out = "".join(c.choices[0].delta.content or "" for c in with_choices)
@@ -141,8 +155,9 @@ def stream_chat(
 
 
 def http(method: str, url: str, body: bytes | None = None) -> tuple[int, dict[str, str], bytes]:
-    request = urllib.request.Request(url, data=body, method=method,
-                                     headers={"Content-Type": "application/json"})  # fmt: skip
+    request = urllib.request.Request(
+        url, data=body, method=method, headers={"Content-Type": "application/json"}
+    )
     try:
         with urllib.request.urlopen(request, timeout=60) as response:
             return response.status, dict(response.headers), response.read()
@@ -161,8 +176,9 @@ def test_health_follows_vllm_and_metrics_are_exposed(sidecar: SidecarProcess) ->
     assert sidecar.health() == 200
     series = metrics(sidecar)
     assert metric_value(series, "sits_cache_upstream_up") == 1
-    assert any(s.name == "sits_cache_hits_total" and s.labels == {"tier": "semantic"}
-               for s in series)  # fmt: skip
+    assert any(
+        s.name == "sits_cache_hits_total" and s.labels == {"tier": "semantic"} for s in series
+    )
 
 
 def test_a_miss_then_a_hit_with_exactly_the_same_answer(
@@ -188,9 +204,12 @@ def test_a_paraphrase_is_answered_from_the_cache(
     state, first, _ = chat(client, original)
     assert state == "miss"
     raw = client.chat.completions.with_raw_response.create(
-        model=MODEL, messages=[{"role": "user", "content": paraphrase}], max_tokens=TOKENS,
-        temperature=0.0, extra_body=FULL,
-    )  # fmt: skip
+        model=MODEL,
+        messages=[{"role": "user", "content": paraphrase}],
+        max_tokens=TOKENS,
+        temperature=0.0,
+        extra_body=FULL,
+    )
     assert raw.headers["x-sits-cache"] == "hit"
     assert 0.9 <= float(raw.headers["x-sits-cache-similarity"]) < 1.0
     assert raw.parse().choices[0].message.content == first
@@ -209,9 +228,12 @@ def test_sampled_requests_skip_the_cache(client: OpenAI, sidecar: SidecarProcess
     before = metric_value(metrics(sidecar), "sits_cache_skipped_total", reason="non-deterministic")
     for _ in range(2):
         raw = client.chat.completions.with_raw_response.create(
-            model=MODEL, messages=[{"role": "user", "content": "Write a poem."}],
-            max_tokens=TOKENS, temperature=0.8, extra_body=FULL,
-        )  # fmt: skip
+            model=MODEL,
+            messages=[{"role": "user", "content": "Write a poem."}],
+            max_tokens=TOKENS,
+            temperature=0.8,
+            extra_body=FULL,
+        )
         assert raw.headers["x-sits-cache"] == "skip"
         assert raw.headers["x-sits-cache-reason"] == "non-deterministic"
     after = metric_value(metrics(sidecar), "sits_cache_skipped_total", reason="non-deterministic")
@@ -258,9 +280,12 @@ def _concurrent_round(client: OpenAI, sidecar: SidecarProcess, vllm: VllmServer,
     def ask(_: int) -> tuple[str, str, str | None]:
         start.wait(timeout=30)
         raw = client.chat.completions.with_raw_response.create(
-            model=MODEL, messages=[{"role": "user", "content": question}], max_tokens=256,
-            temperature=0.0, extra_body=FULL,
-        )  # fmt: skip
+            model=MODEL,
+            messages=[{"role": "user", "content": question}],
+            max_tokens=256,
+            temperature=0.0,
+            extra_body=FULL,
+        )
         content = raw.parse().choices[0].message.content or ""
         return raw.headers["x-sits-cache"], content, raw.headers.get("x-sits-cache-coalesced")
 
@@ -298,9 +323,12 @@ def test_a_streamed_hit_replays_the_streamed_answer(client: OpenAI, include_usag
 def test_completions_are_cached_too(client: OpenAI) -> None:
     def complete() -> tuple[str, str]:
         raw = client.completions.with_raw_response.create(
-            model=MODEL, prompt="Once upon a time", max_tokens=TOKENS, temperature=0.0,
+            model=MODEL,
+            prompt="Once upon a time",
+            max_tokens=TOKENS,
+            temperature=0.0,
             extra_body=FULL,
-        )  # fmt: skip
+        )
         return raw.headers["x-sits-cache"], raw.parse().choices[0].text
 
     state, first = complete()
@@ -318,11 +346,19 @@ def test_vllms_own_errors_pass_through_and_are_never_stored(client: OpenAI) -> N
 
 @pytest.mark.parametrize(
     ("body", "status"),
-    [(b"{broken", 400), (b'{"model": "tiny"}', 400), (b'{"model": "tiny", "messages": 3}', 400),
-     (b'{"model": "tiny", "messages": [{"role": "user", "content": "' + b"x" * (9 << 20) + b'"}]}',
-      413)],
+    [
+        (b"{broken", 400),
+        (b'{"model": "tiny"}', 400),
+        (b'{"model": "tiny", "messages": 3}', 400),
+        (
+            b'{"model": "tiny", "messages": [{"role": "user", "content": "'
+            + b"x" * (9 << 20)
+            + b'"}]}',
+            413,
+        ),
+    ],
     ids=["bad-json", "no-messages", "messages-not-a-list", "too-large"],
-)  # fmt: skip
+)
 def test_malformed_requests_get_openai_style_errors(
     sidecar: SidecarProcess, body: bytes, status: int
 ) -> None:
@@ -362,8 +398,13 @@ async def test_another_revision_does_not_share_entries(
     try:
 
         def ask(url: str) -> str:
-            body = {"model": MODEL, "messages": [{"role": "user", "content": "Hi there"}],
-                    "max_tokens": 4, "temperature": 0, "ignore_eos": True}  # fmt: skip
+            body = {
+                "model": MODEL,
+                "messages": [{"role": "user", "content": "Hi there"}],
+                "max_tokens": 4,
+                "temperature": 0,
+                "ignore_eos": True,
+            }
             _, headers, _ = http("POST", url + "/v1/chat/completions", json.dumps(body).encode())
             return headers["x-sits-cache"]
 

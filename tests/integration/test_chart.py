@@ -74,9 +74,18 @@ def test_helm_lint_is_clean() -> None:
 def test_the_default_release_holds_operator_rbac_service_and_policy() -> None:
     kinds = by_kind(render_chart())
     assert set(kinds) == {
-        "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment", "Service",
-        "SitsPolicy", "Secret", "NetworkPolicy", "Role", "RoleBinding", "PodDisruptionBudget",
-    }  # fmt: skip
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Deployment",
+        "Service",
+        "SitsPolicy",
+        "Secret",
+        "NetworkPolicy",
+        "Role",
+        "RoleBinding",
+        "PodDisruptionBudget",
+    }
     optional = render_chart(
         "--set", "prometheusRule.enabled=true", "--set", "metrics.serviceMonitor.enabled=true"
     )
@@ -270,9 +279,14 @@ def test_the_api_server_accepts_every_rendered_object(
     docs = render_chart("--set", "metrics.serviceMonitor.enabled=false")
     manifest.write_text("\n---\n".join(yaml.safe_dump(d) for d in docs))
     result = local_cluster.kubectl(
-        "apply", "--dry-run=server", "--server-side", "--field-manager=sits-tests",
-        "-f", str(manifest), check=False,
-    )  # fmt: skip
+        "apply",
+        "--dry-run=server",
+        "--server-side",
+        "--field-manager=sits-tests",
+        "-f",
+        str(manifest),
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("(server dry run)") == len(docs)
 
@@ -292,11 +306,15 @@ def requests(
     failed = [failing * max(0, minute - from_minute) for minute in range(41)]
     ok = [per_minute * minute - bad for minute, bad in enumerate(failed)]
     return [
-        {"series": f'sits_requests_total{{{labels},outcome="success"}}',
-         "values": " ".join(map(str, ok))},
-        {"series": f'sits_requests_total{{{labels},outcome="error"}}',
-         "values": " ".join(map(str, failed))},
-    ]  # fmt: skip
+        {
+            "series": f'sits_requests_total{{{labels},outcome="success"}}',
+            "values": " ".join(map(str, ok)),
+        },
+        {
+            "series": f'sits_requests_total{{{labels},outcome="error"}}',
+            "values": " ".join(map(str, failed)),
+        },
+    ]
 
 
 def _candidate(deployment: str, variant: str) -> str:
@@ -326,10 +344,14 @@ def test_the_operator_alerts_are_valid_rules_that_fire_when_they_should(tmp_path
         # Prometheus fails from minute 20 on
         {"series": "sits_operator_prometheus_errors_total", "values": "0x20 1+1x20"},
         # one rollback at minute 5
-        {"series": 'sits_operator_decisions_total{action="rollback",trigger="period"}',
-         "values": "0x4 1x35"},
-        {"series": 'sits_operator_decisions_total{action="step",trigger="period"}',
-         "values": "0+1x40"},
+        {
+            "series": 'sits_operator_decisions_total{action="rollback",trigger="period"}',
+            "values": "0x4 1x35",
+        },
+        {
+            "series": 'sits_operator_decisions_total{action="step",trigger="period"}',
+            "values": "0+1x40",
+        },
         # A rollout of chat: candidate v2 fails 10 % of 60 requests a minute from minute 10
         # (it is a candidate until minute 30); stable v1 fails as much all along, and
         # candidate v3 of "quiet" fails 50 % of too few requests.
@@ -339,7 +361,7 @@ def test_the_operator_alerts_are_valid_rules_that_fire_when_they_should(tmp_path
         {"series": _candidate("chat", "v2"), "values": "1x30 0x10"},
         {"series": _candidate("chat", "v1"), "values": "0x40"},
         {"series": _candidate("quiet", "v3"), "values": "1x40"},
-    ]  # fmt: skip
+    ]
     failing = [
         {
             "exp_labels": {

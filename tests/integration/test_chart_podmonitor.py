@@ -73,9 +73,13 @@ def test_the_pod_monitor_selects_every_variant_and_gateway_pod_on_its_metrics_po
 
 def test_the_release_label_is_configurable() -> None:
     (monitor,) = pod_monitors(
-        "--set", "podMonitor.enabled=true", "--set", "podMonitor.labels.release=prom",
-        "--set", "podMonitor.interval=30s",
-    )  # fmt: skip
+        "--set",
+        "podMonitor.enabled=true",
+        "--set",
+        "podMonitor.labels.release=prom",
+        "--set",
+        "podMonitor.interval=30s",
+    )
     assert monitor["metadata"]["labels"]["release"] == "prom"
     assert monitor["spec"]["podMetricsEndpoints"][0]["interval"] == "30s"
 

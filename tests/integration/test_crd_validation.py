@@ -467,20 +467,41 @@ def test_status_subresource_and_printer_columns(local_cluster: Any, namespace: s
         }
     }
     kubectl(
-        "patch", "sitsdeployment", "chat", "-n", namespace, "--subresource=status",
-        "--type=merge", "-p", json.dumps(status),
-    )  # fmt: skip
+        "patch",
+        "sitsdeployment",
+        "chat",
+        "-n",
+        namespace,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps(status),
+    )
     table = kubectl("get", "sitsd", "chat", "-n", namespace).stdout.split("\n")
     header, row = table[0].split(), table[1].split()
     assert header == [
-        "NAME", "PHASE", "STABLE", "CANDIDATE", "WEIGHT", "SUCCESS", "P95MS", "AGE",
-    ]  # fmt: skip
+        "NAME",
+        "PHASE",
+        "STABLE",
+        "CANDIDATE",
+        "WEIGHT",
+        "SUCCESS",
+        "P95MS",
+        "AGE",
+    ]
     assert row[:7] == ["chat", "Progressing", "v1", "v2", "20", "0.987", "142.5"]
     message = "variant v2 pod chat-v2-x container vllm: CrashLoopBackOff"
     kubectl(
-        "patch", "sitsdeployment", "chat", "-n", namespace, "--subresource=status",
-        "--type=merge", "-p", json.dumps({"status": {"message": message}}),
-    )  # fmt: skip
+        "patch",
+        "sitsdeployment",
+        "chat",
+        "-n",
+        namespace,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps({"status": {"message": message}}),
+    )
     wide = kubectl("get", "sitsd", "chat", "-n", namespace, "-o", "wide").stdout.split("\n")
     assert wide[0].split()[-1] == "MESSAGE", "the phase's reason only in the wide output"
     assert wide[1].rstrip().endswith(message)
@@ -490,9 +511,15 @@ def test_status_subresource_and_printer_columns(local_cluster: Any, namespace: s
     assert stored["spec"]["variants"][0]["name"] == "v1"
     # The main resource ignores status, the status subresource ignores spec.
     kubectl(
-        "patch", "sitsdeployment", "chat", "-n", namespace, "--type=merge",
-        "-p", json.dumps({"status": {"phase": "Hacked"}}),
-    )  # fmt: skip
+        "patch",
+        "sitsdeployment",
+        "chat",
+        "-n",
+        namespace,
+        "--type=merge",
+        "-p",
+        json.dumps({"status": {"phase": "Hacked"}}),
+    )
     phase = kubectl(
         "get", "sitsd", "chat", "-n", namespace, "-o", "jsonpath={.status.phase}"
     ).stdout

@@ -33,8 +33,11 @@ A, B = "192.0.2.10", "192.0.2.20"
 
 
 def sitsd(namespace: str) -> dict[str, Any]:
-    variant = {"image": "vllm/vllm-openai:v0.11.0", "model": "Qwen/Qwen2.5-0.5B-Instruct",
-               "migProfile": "1g.10gb"}  # fmt: skip
+    variant = {
+        "image": "vllm/vllm-openai:v0.11.0",
+        "model": "Qwen/Qwen2.5-0.5B-Instruct",
+        "migProfile": "1g.10gb",
+    }
     return {
         "apiVersion": "sits.dev/v1alpha1",
         "kind": "SitsDeployment",
@@ -94,8 +97,9 @@ class Cluster:
         """Patch the status as the built-in router does; return when the write returned."""
         rows = [{"name": n, "weight": w} for n, w in weights.items()]
         patch = json.dumps({"status": {"variants": rows}})
-        await self.run("patch", "sitsdeployment", "chat", "--subresource=status",
-                       "--type=merge", "-p", patch)  # fmt: skip
+        await self.run(
+            "patch", "sitsdeployment", "chat", "--subresource=status", "--type=merge", "-p", patch
+        )
         return time.monotonic()
 
 

@@ -288,8 +288,12 @@ async def test_no_ready_endpoint_with_weight_is_503(
 
 
 async def test_garbage_never_takes_the_gateway_down(gw: Harness) -> None:
-    for method, path in [("GET", "/v1/chat/completions"), ("PUT", "/v1/completions"),
-                         ("DELETE", "/metrics"), ("POST", "/%2e%2e/etc/passwd")]:  # fmt: skip
+    for method, path in [
+        ("GET", "/v1/chat/completions"),
+        ("PUT", "/v1/completions"),
+        ("DELETE", "/metrics"),
+        ("POST", "/%2e%2e/etc/passwd"),
+    ]:
         async with gw.http.request(method, gw.url + path, data=b"\x00" * 100) as response:
             assert response.status in (404, 405)
     for data in (b"\x00" * 1000, b'{"model": {"$ne": 1}}', b'{"model": "stub", "user": []}'):
@@ -400,9 +404,10 @@ async def drop_then_answer(drops: int) -> tuple[asyncio.Server, str, list[int]]:
         seen[0] += 1
         head = await reader.readuntil(b"\r\n\r\n")
         length = next(
-            int(line.split(b":")[1]) for line in head.lower().split(b"\r\n")
+            int(line.split(b":")[1])
+            for line in head.lower().split(b"\r\n")
             if line.startswith(b"content-length:")
-        )  # fmt: skip
+        )
         await reader.readexactly(length)
         if seen[0] > drops:
             body = b'{"object":"chat.completion","choices":[]}'

@@ -218,10 +218,16 @@ async def test_the_command_serves_from_a_routes_file_and_stops_on_sigterm(
     stub: RunningStub, tmp_path: Path
 ) -> None:
     routes = tmp_path / "routes.json"
-    routes.write_text(json.dumps({
-        "namespace": "ns", "deployment": "chat", "model": "stub",
-        "variants": [{"name": "v1", "weight": 100, "endpoints": [stub.url]}],
-    }))  # fmt: skip
+    routes.write_text(
+        json.dumps(
+            {
+                "namespace": "ns",
+                "deployment": "chat",
+                "model": "stub",
+                "variants": [{"name": "v1", "weight": 100, "endpoints": [stub.url]}],
+            }
+        )
+    )
     port = free_port()
     env = {**os.environ, "SITS_GATEWAY_PORT": str(port)}
     proc = await asyncio.create_subprocess_exec(

@@ -38,13 +38,19 @@ def second_server(vllm_factory: VllmFactory) -> VllmServer:
 
 
 def write_routes(path: Path, v1: VllmServer, v2: VllmServer, w1: int, w2: int) -> None:
-    path.write_text(json.dumps({
-        "namespace": "sits-demo", "deployment": "chat", "model": MODEL,
-        "variants": [
-            {"name": "v1", "weight": w1, "endpoints": [v1.url]},
-            {"name": "v2", "weight": w2, "endpoints": [v2.url]},
-        ],
-    }))  # fmt: skip
+    path.write_text(
+        json.dumps(
+            {
+                "namespace": "sits-demo",
+                "deployment": "chat",
+                "model": MODEL,
+                "variants": [
+                    {"name": "v1", "weight": w1, "endpoints": [v1.url]},
+                    {"name": "v2", "weight": w2, "endpoints": [v2.url]},
+                ],
+            }
+        )
+    )
 
 
 class Rig:
@@ -59,9 +65,13 @@ class Rig:
 
     async def variant_of_completion(self, user: str | None = None, max_tokens: int = 1) -> str:
         raw = await self.client.completions.with_raw_response.create(
-            model=MODEL, prompt="canary", max_tokens=max_tokens, temperature=0.0,
-            user=user or "", extra_body=FULL_LENGTH,
-        )  # fmt: skip
+            model=MODEL,
+            prompt="canary",
+            max_tokens=max_tokens,
+            temperature=0.0,
+            user=user or "",
+            extra_body=FULL_LENGTH,
+        )
         return raw.headers["x-sits-variant"]
 
 

@@ -55,9 +55,13 @@ def plugin_env(kubeconfig: Path | None = None) -> dict[str, str]:
 def kubectl_sits(kubeconfig: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """`kubectl sits ARGS` through kubectl's plugin dispatch."""
     return subprocess.run(
-        [KUBECTL, "sits", *args], env=plugin_env(kubeconfig),
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        [KUBECTL, "sits", *args],
+        env=plugin_env(kubeconfig),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -114,17 +118,25 @@ def rollout(
 
 def test_kubectl_plugin_list_finds_it() -> None:
     listed = subprocess.run(
-        [KUBECTL, "plugin", "list"], env=plugin_env(),
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        [KUBECTL, "plugin", "list"],
+        env=plugin_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert str(VENV_BIN / "kubectl-sits") in listed.stdout, listed.stdout + listed.stderr
 
 
 def test_help_through_kubectl() -> None:
     helped = subprocess.run(
-        [KUBECTL, "sits", "abort", "--help"], env=plugin_env(),
-        capture_output=True, text=True, timeout=60, check=True,
-    )  # fmt: skip
+        [KUBECTL, "sits", "abort", "--help"],
+        env=plugin_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     assert "usage: kubectl sits abort" in helped.stdout
     assert command_annotation(Command.ABORT) in helped.stdout
 
@@ -159,7 +171,7 @@ def test_get_json_is_the_object_and_the_tree_shows_the_rollout(rollout: Rollout)
         "Decisions (newest first)",
         status["stableVariant"],
     ):
-        assert text in tree.stdout, tree.stdout  # fmt: skip
+        assert text in tree.stdout, tree.stdout
 
 
 def test_abort_sets_the_annotation_the_operator_acts_on(rollout: Rollout) -> None:
@@ -189,17 +201,24 @@ def test_abort_sets_the_annotation_the_operator_acts_on(rollout: Rollout) -> Non
 def viewer(rollout: Rollout) -> str:
     """A ServiceAccount that may read SitsDeployments in the namespace, nothing else."""
     role = {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
         "metadata": {"name": "sits-viewer"},
-        "rules": [{"apiGroups": [API_GROUP], "resources": [PLURAL],
-                   "verbs": ["get", "list", "watch"]}],
-    }  # fmt: skip
+        "rules": [
+            {"apiGroups": [API_GROUP], "resources": [PLURAL], "verbs": ["get", "list", "watch"]}
+        ],
+    }
     rollout.cluster.kubectl("create", "serviceaccount", "viewer", "-n", rollout.ns)
     rollout.cluster.kubectl("apply", "-n", rollout.ns, "-f", "-", input=json.dumps(role))
     rollout.cluster.kubectl(
-        "create", "rolebinding", "sits-viewer", "-n", rollout.ns, "--role=sits-viewer",
+        "create",
+        "rolebinding",
+        "sits-viewer",
+        "-n",
+        rollout.ns,
+        "--role=sits-viewer",
         f"--serviceaccount={rollout.ns}:viewer",
-    )  # fmt: skip
+    )
     return f"system:serviceaccount:{rollout.ns}:viewer"
 
 
@@ -244,9 +263,13 @@ class Tmux:
         tmux = shutil.which("tmux")
         assert tmux, "tmux is missing: scripts/setup.sh installs it"
         return subprocess.run(
-            [tmux, "-u", "-f", "/dev/null", "-L", self.socket, *args], env=self.env,
-            capture_output=True, text=True, timeout=30, check=True,
-        ).stdout  # fmt: skip
+            [tmux, "-u", "-f", "/dev/null", "-L", self.socket, *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout
 
     def type(self, line: str) -> None:
         self("send-keys", "-t", "t", line, "Enter")

@@ -45,9 +45,13 @@ TAKEOVER_BOUND = LEASE_DURATION_SECONDS + RETRY_PERIOD_SECONDS + 1.5
 def lease_rbac(local_cluster: Any, operator_kubeconfig: Path) -> None:
     """The chart's leader-election Role and RoleBinding, beside its ClusterRole."""
     docs = apply_chart_parts(
-        local_cluster, CHART, RELEASE, OPERATOR_NAMESPACE, ("leader-election.yaml",),
+        local_cluster,
+        CHART,
+        RELEASE,
+        OPERATOR_NAMESPACE,
+        ("leader-election.yaml",),
         field_manager="sits-tests",
-    )  # fmt: skip
+    )
     assert {d["kind"] for d in docs} == {"Role", "RoleBinding"}
 
 
@@ -110,9 +114,15 @@ class Pair:
 
     def events(self) -> list[dict[str, Any]]:
         out = self.cluster.kubectl(
-            "get", "events", "-n", self.ns, "-o", "json",
-            "--field-selector", "involvedObject.kind=SitsDeployment",
-        )  # fmt: skip
+            "get",
+            "events",
+            "-n",
+            self.ns,
+            "-o",
+            "json",
+            "--field-selector",
+            "involvedObject.kind=SitsDeployment",
+        )
         return list(json.loads(out.stdout)["items"])
 
     def events_of(self, instance: str) -> set[tuple[str, int]]:
@@ -163,9 +173,15 @@ def pair(
         yield pair
         # Stop the SitsDeployments while an operator still runs (their finalizer).
         local_cluster.kubectl(
-            "delete", "sitsdeployments", "--all", "-n", namespace, "--wait=true",
-            "--timeout=30s", check=False,
-        )  # fmt: skip
+            "delete",
+            "sitsdeployments",
+            "--all",
+            "-n",
+            namespace,
+            "--wait=true",
+            "--timeout=30s",
+            check=False,
+        )
         local_cluster.kubectl("delete", "sitspolicy", pair.policy, "--wait=false", check=False)
     finally:
         for candidate in (a, b):

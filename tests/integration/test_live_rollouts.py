@@ -78,10 +78,11 @@ def live(local_cluster: LocalCluster, crds_installed: tuple[str, ...]) -> Iterat
     try:
         env.up()
         stack.apply(
-            cluster, namespace,
+            cluster,
+            namespace,
             stories.healthy("healthy", env.monitoring.in_cluster_url),
             stories.broken("broken", env.monitoring.in_cluster_url),
-        )  # fmt: skip
+        )
         for name in ("healthy", "broken"):
 
             def ready(name: str = name) -> bool:
@@ -91,17 +92,26 @@ def live(local_cluster: LocalCluster, crds_installed: tuple[str, ...]) -> Iterat
         watch = PhaseWatch(cluster, namespace, "broken")
         runs = [
             cluster_story(
-                cluster, env.monitoring.query, namespace, name, ends=frozenset({end}),
-                traffic=Traffic(_root_url(cluster, namespace, name), stories.RATES,
-                                ROLLOUT_TIMEOUT_S, seed=i),
-                window=stories.WINDOW, thresholds=stories.THRESHOLDS, out=print,
+                cluster,
+                env.monitoring.query,
+                namespace,
+                name,
+                ends=frozenset({end}),
+                traffic=Traffic(
+                    _root_url(cluster, namespace, name), stories.RATES, ROLLOUT_TIMEOUT_S, seed=i
+                ),
+                window=stories.WINDOW,
+                thresholds=stories.THRESHOLDS,
+                out=print,
             )
             for i, (name, end) in enumerate((("healthy", "Succeeded"), ("broken", "RolledBack")))
-        ]  # fmt: skip
+        ]
         healthy, broken = run_stories(runs, timeout_s=ROLLOUT_TIMEOUT_S)
         out = cluster.state_dir / "live-rollouts" / env.suffix
-        artefacts = [*save(healthy.timeline, healthy.load, out),
-                     *save(broken.timeline, broken.load, out)]  # fmt: skip
+        artefacts = [
+            *save(healthy.timeline, healthy.load, out),
+            *save(broken.timeline, broken.load, out),
+        ]
         print("timelines:", *artefacts, sep="\n  ")
         yield Live(cluster, env, namespace, healthy, broken, watch.first("RolledBack"), artefacts)
     finally:
@@ -200,8 +210,15 @@ def test_operator_killed_mid_rollout_resumes_without_counting_a_period_twice(liv
     the rollout up from its status (no step taken early, none repeated), and the clients
     see no failed request meanwhile."""
     cluster, namespace = live.cluster, live.namespace
-    cluster.kubectl("annotate", "sitsd", "healthy", "-n", namespace, "--overwrite",
-                    "sits.dev/retry=operator-killed")  # fmt: skip
+    cluster.kubectl(
+        "annotate",
+        "sitsd",
+        "healthy",
+        "-n",
+        namespace,
+        "--overwrite",
+        "sits.dev/retry=operator-killed",
+    )
     wait("the analysis restarted", lambda: _phase(cluster, namespace) == "Progressing", 60)
     killed: list[float] = []
 
@@ -214,12 +231,18 @@ def test_operator_killed_mid_rollout_resumes_without_counting_a_period_twice(liv
         killed.append(time.time())
 
     story = cluster_story(
-        cluster, live.env.monitoring.query, namespace, "healthy",
+        cluster,
+        live.env.monitoring.query,
+        namespace,
+        "healthy",
         ends=frozenset({"Succeeded"}),
-        traffic=Traffic(_root_url(cluster, namespace, "healthy"), stories.RATES,
-                        ROLLOUT_TIMEOUT_S, seed=7),
-        window=stories.WINDOW, thresholds=stories.THRESHOLDS, out=print,
-    )  # fmt: skip
+        traffic=Traffic(
+            _root_url(cluster, namespace, "healthy"), stories.RATES, ROLLOUT_TIMEOUT_S, seed=7
+        ),
+        window=stories.WINDOW,
+        thresholds=stories.THRESHOLDS,
+        out=print,
+    )
     story.recorder.timeline.scenario = "operator-killed"
     (result,) = run_stories([story], timeout_s=ROLLOUT_TIMEOUT_S, on_sample=kill_after_first_step)
     save(result.timeline, result.load, cluster.state_dir / "live-rollouts" / live.env.suffix)
@@ -248,8 +271,14 @@ def test_a_gateway_pod_deleted_under_load_loses_no_request(live: Live) -> None:
     Service first and it finishes what it holds, so the other replica carries the load and
     no client sees an error."""
     cluster, namespace = live.cluster, live.namespace
-    pods = stack.get(cluster, "pods", "-n", namespace, "-l",
-                     "sits.dev/component=gateway,sits.dev/deployment=healthy")["items"]  # fmt: skip
+    pods = stack.get(
+        cluster,
+        "pods",
+        "-n",
+        namespace,
+        "-l",
+        "sits.dev/component=gateway,sits.dev/deployment=healthy",
+    )["items"]
     assert len(pods) == 2
     victim = pods[0]["metadata"]["name"]
     load = LoadThread(
@@ -271,12 +300,19 @@ def test_a_gateway_pod_killed_under_load_fails_at_most_its_requests_in_flight(li
     applications use it: a request that never reached a gateway is retried, one the killed
     pod held is lost. So every failure must have been in flight at the kill."""
     cluster, namespace = live.cluster, live.namespace
-    pods = stack.get(cluster, "pods", "-n", namespace, "-l",
-                     "sits.dev/component=gateway,sits.dev/deployment=healthy")["items"]  # fmt: skip
+    pods = stack.get(
+        cluster,
+        "pods",
+        "-n",
+        namespace,
+        "-l",
+        "sits.dev/component=gateway,sits.dev/deployment=healthy",
+    )["items"]
     ready = [p for p in pods if stack.pod_ready(p)]
     assert len(ready) == 2, [p["metadata"]["name"] for p in pods]
-    traffic = Traffic(_root_url(cluster, namespace, "healthy"), stories.RATES, 40.0, seed=13,
-                      max_retries=2)  # fmt: skip
+    traffic = Traffic(
+        _root_url(cluster, namespace, "healthy"), stories.RATES, 40.0, seed=13, max_retries=2
+    )
     load = LoadThread(traffic).start()
     time.sleep(10)
     victim = ready[0]
@@ -286,12 +322,15 @@ def test_a_gateway_pod_killed_under_load_fails_at_most_its_requests_in_flight(li
     records = [r for result in load.stop() for r in result.records]
     assert len(records) > 50
     in_flight = [
-        r for r in records
+        r
+        for r in records
         if r.start <= killed_at and r.start + (r.latency_ms or 0) / 1000 >= killed_at
-    ]  # fmt: skip
+    ]
     failed = [r for r in records if r.outcome not in (SUCCESS, DROPPED)]
-    print(f"killed {victim['metadata']['name']}: {len(in_flight)} in flight, "
-          f"{len(failed)} of {len(records)} failed")  # fmt: skip
+    print(
+        f"killed {victim['metadata']['name']}: {len(in_flight)} in flight, "
+        f"{len(failed)} of {len(records)} failed"
+    )
     assert len(failed) <= len(in_flight), f"{failed[:3]}"
     assert all(r in in_flight for r in failed), f"failed outside the kill: {failed[:3]}"
     after = [r for r in records if r.start > killed_at + 2.0]
@@ -311,9 +350,12 @@ ALERT = "SitsCandidateFailing"
 
 def _chart_rules() -> list[dict[str, Any]]:
     """The chart's PrometheusRule groups, at the live policy's time scale (15 s windows)."""
-    values = {"prometheusRule.enabled": "true", "prometheusRule.candidateAlert.window": "15s",
-              "prometheusRule.candidateAlert.for": "5s",
-              "prometheusRule.candidateAlert.minRequests": "5"}  # fmt: skip
+    values = {
+        "prometheusRule.enabled": "true",
+        "prometheusRule.candidateAlert.window": "15s",
+        "prometheusRule.candidateAlert.for": "5s",
+        "prometheusRule.candidateAlert.minRequests": "5",
+    }
     args = [a for key, value in values.items() for a in ("--set", f"{key}={value}")]
     (rule,) = [d for d in render_chart(*args) if d["kind"] == "PrometheusRule"]
     groups: list[dict[str, Any]] = rule["spec"]["groups"]
@@ -344,8 +386,9 @@ def _post_alert(url: str, token: str | None) -> int:
 
 def _success_rate_periods(cluster: LocalCluster, periods: int) -> None:
     patch = [{"op": "replace", "path": "/spec/rules/0/for", "value": {"periods": periods}}]
-    cluster.kubectl("patch", "sitspolicy", stories.POLICY_NAME, "--type=json",
-                    "-p", json.dumps(patch))  # fmt: skip
+    cluster.kubectl(
+        "patch", "sitspolicy", stories.POLICY_NAME, "--type=json", "-p", json.dumps(patch)
+    )
 
 
 def test_the_sre_path_an_alert_from_the_chart_rolls_the_candidate_back(
@@ -370,10 +413,18 @@ def test_the_sre_path_an_alert_from_the_chart_rolls_the_candidate_back(
         with LocalAlertmanager(tmp_path, webhook=webhook, token=None) as alertmanager:
             monitoring.rules, monitoring.alertmanager_url = _chart_rules(), alertmanager.url
             monitoring.start()
-            cluster.kubectl("annotate", "sitsd", "broken", "-n", namespace, "--overwrite",
-                            "sits.dev/retry=sre-path")  # fmt: skip
-            traffic = Traffic(_root_url(cluster, namespace, "broken"), stories.RATES, 240.0,
-                              seed=17)  # fmt: skip
+            cluster.kubectl(
+                "annotate",
+                "sitsd",
+                "broken",
+                "-n",
+                namespace,
+                "--overwrite",
+                "sits.dev/retry=sre-path",
+            )
+            traffic = Traffic(
+                _root_url(cluster, namespace, "broken"), stories.RATES, 240.0, seed=17
+            )
             load = LoadThread(traffic).start()
             try:
                 _sre_path(live, alertmanager, token)
@@ -408,8 +459,14 @@ def _broken_phase(live: Live) -> str:
 
 
 def _events(live: Live, name: str) -> list[dict[str, Any]]:
-    items = stack.get(live.cluster, "events", "-n", live.namespace,
-                      "--field-selector", f"involvedObject.name={name}")["items"]  # fmt: skip
+    items = stack.get(
+        live.cluster,
+        "events",
+        "-n",
+        live.namespace,
+        "--field-selector",
+        f"involvedObject.name={name}",
+    )["items"]
     return list(items)
 
 
@@ -421,8 +478,11 @@ def test_an_unpullable_gateway_image_is_a_condition_and_the_variants_keep_runnin
     naming the gateway pod); the variants' pods are untouched and the old gateway pods go on
     serving. (Last in the module: the operator keeps the bad image until the teardown.)"""
     cluster, namespace, env = live.cluster, live.namespace, live.env
-    before = {p["metadata"]["uid"] for p in stack.variant_pods(cluster, namespace, "healthy")
-              if p["metadata"]["labels"].get("sits.dev/component") != "gateway"}  # fmt: skip
+    before = {
+        p["metadata"]["uid"]
+        for p in stack.variant_pods(cluster, namespace, "healthy")
+        if p["metadata"]["labels"].get("sits.dev/component") != "gateway"
+    }
     env.operator.values["gatewayImage"] = "sits.local/sits-inference:not-built-anywhere"
     env.operator.install()
 
@@ -438,8 +498,11 @@ def test_an_unpullable_gateway_image_is_a_condition_and_the_variants_keep_runnin
     assert found is not None
     assert found["reason"] in ("ErrImagePull", "ImagePullBackOff"), found
     assert "gateway pod" in found["message"], found
-    after = {p["metadata"]["uid"] for p in stack.variant_pods(cluster, namespace, "healthy")
-             if p["metadata"]["labels"].get("sits.dev/component") != "gateway"}  # fmt: skip
+    after = {
+        p["metadata"]["uid"]
+        for p in stack.variant_pods(cluster, namespace, "healthy")
+        if p["metadata"]["labels"].get("sits.dev/component") != "gateway"
+    }
     assert after == before, "a variant's pods changed"
     load = LoadThread(
         Traffic(_root_url(cluster, namespace, "healthy"), stories.RATES, 10.0, seed=19)

@@ -35,11 +35,18 @@ TOKENS = 16
 
 def load_config(base_url: str, **overrides: Any) -> LoadConfig:
     values: dict[str, Any] = {
-        "base_url": base_url, "model": MODEL, "rate": 8.0, "max_requests": 40,
-        "duration_s": 30.0, "seed": 11, "max_tokens": TOKENS,
+        "base_url": base_url,
+        "model": MODEL,
+        "rate": 8.0,
+        "max_requests": 40,
+        "duration_s": 30.0,
+        "seed": 11,
+        "max_tokens": TOKENS,
         "extra_body": {"ignore_eos": True},  # a fixed token count, whatever the weights say
-        "request_timeout_s": 30.0, "drain_timeout_s": 30.0, "progress_interval_s": 1.0,
-    }  # fmt: skip
+        "request_timeout_s": 30.0,
+        "drain_timeout_s": 30.0,
+        "progress_interval_s": 1.0,
+    }
     return LoadConfig(**(values | overrides))
 
 
@@ -93,11 +100,19 @@ async def test_records_name_the_variant_the_real_gateway_chose(
     vllm_server: VllmServer, tmp_path: Path
 ) -> None:
     routes = tmp_path / "routes.json"
-    routes.write_text(json.dumps({
-        "namespace": "sits-test", "deployment": "chat", "model": MODEL,
-        "variants": [{"name": "v1", "weight": 50, "endpoints": [vllm_server.url]},
-                     {"name": "v2", "weight": 50, "endpoints": [vllm_server.url]}],
-    }))  # fmt: skip
+    routes.write_text(
+        json.dumps(
+            {
+                "namespace": "sits-test",
+                "deployment": "chat",
+                "model": MODEL,
+                "variants": [
+                    {"name": "v1", "weight": 50, "endpoints": [vllm_server.url]},
+                    {"name": "v2", "weight": 50, "endpoints": [vllm_server.url]},
+                ],
+            }
+        )
+    )
     gateway = await start_gateway(GatewayConfig(port=0), StaticFileSource(routes))
     try:
         result = await run_load(load_config(gateway.url + "/v1", max_requests=32, sessions=8))
@@ -117,11 +132,28 @@ def test_the_console_script_runs_bounded_and_summarises(
 ) -> None:
     out = tmp_path / "cli.jsonl"
     command = [
-        str(Path(sys.executable).parent / "sits-loadgen"), "--base-url", vllm_server.base_url,
-        "--model", MODEL, "--rate", "8", "--max-requests", "12", "--duration", "20",
-        "--max-tokens", str(TOKENS), "--out", str(out),
-        "--progress-every", "1", "--fail-under", "1.0", "--seed", "3",
-    ]  # fmt: skip
+        str(Path(sys.executable).parent / "sits-loadgen"),
+        "--base-url",
+        vllm_server.base_url,
+        "--model",
+        MODEL,
+        "--rate",
+        "8",
+        "--max-requests",
+        "12",
+        "--duration",
+        "20",
+        "--max-tokens",
+        str(TOKENS),
+        "--out",
+        str(out),
+        "--progress-every",
+        "1",
+        "--fail-under",
+        "1.0",
+        "--seed",
+        "3",
+    ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     assert "12 planned, 12 sent, 0 dropped, 0 cancelled" in done.stdout

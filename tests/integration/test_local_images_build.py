@@ -61,8 +61,11 @@ class Containerd:
     def ctr(self, *args: str, check: bool = True, timeout: float = 60) -> str:
         result = subprocess.run(
             ["ctr", "-a", str(self.socket), "-n", "k8s.io", *args],
-            capture_output=True, text=True, timeout=timeout, check=False,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
         if check and result.returncode != 0:
             raise AssertionError(f"ctr {' '.join(args)}: {result.stderr}")
         return result.stdout
@@ -86,8 +89,21 @@ class Containerd:
         self, name: str, image: str, *command: str, flags: tuple[str, ...] = ()
     ) -> Iterator[subprocess.Popen[bytes]]:
         """``ctr run --rm``, with runc's state in our dir (never another containerd's)."""
-        argv = ["ctr", "-a", str(self.socket), "-n", "k8s.io", "run", "--rm",
-                "--runc-root", str(self.base / "runc"), *flags, image, name, *command]  # fmt: skip
+        argv = [
+            "ctr",
+            "-a",
+            str(self.socket),
+            "-n",
+            "k8s.io",
+            "run",
+            "--rm",
+            "--runc-root",
+            str(self.base / "runc"),
+            *flags,
+            image,
+            name,
+            *command,
+        ]
         with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as proc:
             try:
                 yield proc
@@ -129,10 +145,16 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
   address = "{base}/containerd.sock"
 """)
     daemon = Containerd(base, base / "containerd.sock")
-    with (base / "containerd.log").open("wb") as log, subprocess.Popen(
-        ["containerd", "--config", str(config)], stdout=log, stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL, start_new_session=True,
-    ) as proc:  # fmt: skip
+    with (
+        (base / "containerd.log").open("wb") as log,
+        subprocess.Popen(
+            ["containerd", "--config", str(config)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        ) as proc,
+    ):
         try:
             deadline = time.monotonic() + 20
             while daemon.ctr("version", check=False, timeout=5) == "":
@@ -158,8 +180,9 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_the_pause_image_imports_once_runs_unprivileged_and_exits_0_on_sigterm(
-    containerd: Containerd, cache: Path,
-) -> None:  # fmt: skip
+    containerd: Containerd,
+    cache: Path,
+) -> None:
     (pause,) = ensure_images(["pause"], say)
     assert pause.tar.is_relative_to(cache)
     assert import_images(containerd.socket, [pause], say) == [pause]

@@ -220,8 +220,12 @@ def test_mig_pod_lands_on_an_a100_and_runs(local_cluster: LocalCluster) -> None:
         assert pod["status"].get("podIP"), "kwok should have assigned a pod IP"
         # Nobody holds a kwok pod's address: a connection to it (the operator reading a
         # gateway pod) must fail on this host, not leave by the default route.
-        route = subprocess.run(["ip", "route", "get", pod["status"]["podIP"]],
-                               capture_output=True, text=True, check=False)  # fmt: skip
+        route = subprocess.run(
+            ["ip", "route", "get", pod["status"]["podIP"]],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         assert route.returncode != 0 or route.stdout.startswith("unreachable"), route.stdout
     finally:
         local_cluster.kubectl("delete", "pod", name, "--wait=false", check=False)

@@ -55,16 +55,20 @@ def server(vllm_factory: VllmFactory) -> VllmServer:
 
 def completion_body(model: str) -> dict[str, object]:
     return {
-        "model": model, "prompt": PROMPT, "max_tokens": TOKENS, "temperature": 0,
+        "model": model,
+        "prompt": PROMPT,
+        "max_tokens": TOKENS,
+        "temperature": 0,
         "ignore_eos": True,
-    }  # fmt: skip
+    }
 
 
 def complete_sync(server: VllmServer, model: str) -> str:
     request = urllib.request.Request(
-        f"{server.base_url}/completions", data=json.dumps(completion_body(model)).encode(),
+        f"{server.base_url}/completions",
+        data=json.dumps(completion_body(model)).encode(),
         headers={"Content-Type": "application/json"},
-    )  # fmt: skip
+    )
     with urllib.request.urlopen(request, timeout=120) as response:
         return str(json.load(response)["choices"][0]["text"])
 
@@ -105,9 +109,11 @@ async def session(server: VllmServer) -> AsyncIterator[aiohttp.ClientSession]:
 
 @contextlib.asynccontextmanager
 async def residency(
-    server: VllmServer, adapter_dirs: dict[str, Path], pinned: frozenset[str] = frozenset(),
+    server: VllmServer,
+    adapter_dirs: dict[str, Path],
+    pinned: frozenset[str] = frozenset(),
     **options: float,
-) -> AsyncIterator[tuple[LoraResidency, CacheMetrics]]:  # fmt: skip
+) -> AsyncIterator[tuple[LoraResidency, CacheMetrics]]:
     options.setdefault("reconcile_interval_s", 0)
     specs = tuple(AdapterSpec(n, str(p), pinned=n in pinned) for n, p in adapter_dirs.items())
     metrics = CacheMetrics()
@@ -165,9 +171,15 @@ async def test_loads_on_demand_evicts_under_pressure_and_answers_with_the_right_
             resident_after.append(ours(await registered(session, server)))
         # a1 (3 requests) outvalues every other adapter, so it is never the one evicted.
         assert resident_after == [
-            {"a1"}, {"a1"}, {"a1", "a2"}, {"a1", "a3"}, {"a1", "a3"}, {"a1", "a4"},
-            {"a1", "a2"}, {"a1", "a2"},
-        ]  # fmt: skip
+            {"a1"},
+            {"a1"},
+            {"a1", "a2"},
+            {"a1", "a3"},
+            {"a1", "a3"},
+            {"a1", "a4"},
+            {"a1", "a2"},
+            {"a1", "a2"},
+        ]
         assert value(metrics, "sits_cache_hits_total", tier="lora") == 3
         assert value(metrics, "sits_cache_lora_loads_total", outcome="success") == 5
         assert value(metrics, "sits_cache_evictions_total", tier="lora", reason="capacity") == 3
@@ -216,9 +228,13 @@ async def test_never_evicts_an_adapter_with_a_request_in_flight(
         for name in ("a2", "a2", "a2", "a1"):
             await ask(manager, session, server, name)
         body = {
-            "model": "", "prompt": PROMPT, "max_tokens": TOKENS, "temperature": 0,
-            "ignore_eos": True, "stream": True,
-        }  # fmt: skip
+            "model": "",
+            "prompt": PROMPT,
+            "max_tokens": TOKENS,
+            "temperature": 0,
+            "ignore_eos": True,
+            "stream": True,
+        }
         async with manager.acquire("a1") as lease:
             body["model"] = lease.served_name
             async with session.post(f"{server.base_url}/completions", json=body) as stream:

@@ -120,14 +120,21 @@ def operator(
     config = {
         "webhooks": [
             {"name": "slack", "format": "slack", "url": receiver.url("/slack")},
-            {"name": "events", "format": "cloudevents", "url": receiver.url("/ce"),
-             "headers": {"X-Sits-Test": "notifications"}},
+            {
+                "name": "events",
+                "format": "cloudevents",
+                "url": receiver.url("/ce"),
+                "headers": {"X-Sits-Test": "notifications"},
+            },
             {"name": "down", "format": "json", "url": f"http://127.0.0.1:{free_port()}/gone"},
             {"name": "slow", "format": "json", "url": receiver.url("/slow")},
         ],
-        "timeoutSeconds": 2, "maxAttempts": 3, "backoffSeconds": 0.5, "maxBackoffSeconds": 2,
+        "timeoutSeconds": 2,
+        "maxAttempts": 3,
+        "backoffSeconds": 0.5,
+        "maxBackoffSeconds": 2,
         "drainSeconds": 1,
-    }  # fmt: skip
+    }
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("SITS_NOTIFICATIONS", json.dumps(config))
         with running_operator(operator_kubeconfig, tmp_path_factory.mktemp("operator")) as proc:

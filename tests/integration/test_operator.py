@@ -320,9 +320,16 @@ def test_crash_looping_candidate_shows_why_and_stable_is_left_alone(kube: Kube) 
     )
     patch = crash_looping_status(by_variant["v2"], restarts=3, last_words=last_words)
     kube.cluster.kubectl(
-        "patch", "pod", candidate, "-n", kube.ns, "--subresource=status", "--type=merge",
-        "-p", json.dumps(patch),
-    )  # fmt: skip
+        "patch",
+        "pod",
+        candidate,
+        "-n",
+        kube.ns,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps(patch),
+    )
 
     status = kube.wait(
         "the candidate's weight to drop to 0 with the crash in the status",
@@ -433,9 +440,16 @@ def test_upgrade_from_instance_labels_keeps_selectors_and_drops_the_label(kube: 
     try:
         for child in _old_release_children(kube):
             kube.cluster.kubectl(
-                "apply", "--server-side", "--field-manager=sits-operator", "--force-conflicts",
-                "-n", kube.ns, "-f", "-", input=json.dumps(child),
-            )  # fmt: skip
+                "apply",
+                "--server-side",
+                "--field-manager=sits-operator",
+                "--force-conflicts",
+                "-n",
+                kube.ns,
+                "-f",
+                "-",
+                input=json.dumps(child),
+            )
         old = {d["metadata"]["name"]: d for d in kube.items("deployments")}
         assert old["chat-v1"]["metadata"]["labels"]["app.kubernetes.io/instance"] == "chat"
     finally:
@@ -524,10 +538,15 @@ def test_builtin_router_deploys_the_gateway_with_a_least_privilege_role(kube: Ku
     assert not can_i(kube, "get", "secrets")
     # The gateway's own list call: its SitsDeployment, selected by name, as that account.
     listed = kube.cluster.kubectl(
-        "get", "sitsdeployments.sits.dev", "-n", kube.ns, "-o", "name",
+        "get",
+        "sitsdeployments.sits.dev",
+        "-n",
+        kube.ns,
+        "-o",
+        "name",
         "--field-selector=metadata.name=chat",
         f"--as=system:serviceaccount:{kube.ns}:chat-gateway",
-    )  # fmt: skip
+    )
     assert listed.stdout.strip() == "sitsdeployment.sits.dev/chat"
     # kwok's pods run no process: nobody answers on /sits/v1/routing, and the status says
     # so instead of showing the decision as traffic's truth.

@@ -68,10 +68,12 @@ def exporter_pod(name: str, scrape: bool) -> dict[str, Any]:
     annotations = {"prometheus.io/port": str(PORT), "prometheus.io/path": "/custom-metrics"}
     annotations["prometheus.io/scrape"] = "true" if scrape else "false"
     container = {
-        "name": "main", "image": IMAGE, "imagePullPolicy": "Never",
+        "name": "main",
+        "image": IMAGE,
+        "imagePullPolicy": "Never",
         "command": ["python3", "-c", EXPORTER],
         "ports": [{"name": "http", "containerPort": PORT}],
-    }  # fmt: skip
+    }
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -92,16 +94,22 @@ def test_the_configuration_is_valid_for_the_real_prometheus(tmp_path: Path) -> N
     for name in ("ca.crt", "client.crt", "client.key"):
         (tmp_path / name).write_text("")
     sd = KubernetesSd(
-        "https://127.0.0.1:6443", tmp_path / "ca.crt", tmp_path / "client.crt",
-        tmp_path / "client.key", ("ns",),
-    )  # fmt: skip
+        "https://127.0.0.1:6443",
+        tmp_path / "ca.crt",
+        tmp_path / "client.crt",
+        tmp_path / "client.key",
+        ("ns",),
+    )
     prometheus = LocalPrometheus(tmp_path, ["127.0.0.1:9"], kubernetes=sd)
     config = tmp_path / "prometheus.yml"
     config.write_text(json.dumps(prometheus.config()))
     result = subprocess.run(
         [PROMTOOL_BIN, "check", "config", "--syntax-only", str(config)],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     (job,) = [j for j in prometheus.config()["scrape_configs"] if "kubernetes_sd_configs" in j]
     assert job["honor_labels"] is True
@@ -134,9 +142,12 @@ def test_an_annotated_pod_is_found_and_scraped_with_the_contract_s_labels_unchan
     local_cluster.ensure_images(("sits-inference",))
     ns = cluster_namespace
     apply(local_cluster, ns, exporter_pod("scraped", True), exporter_pod("ignored", False))
-    wait("both exporter pods running", lambda: all(
-        pod_ready(get(local_cluster, "pod", "-n", ns, n)) for n in ("scraped", "ignored")
-    ))  # fmt: skip
+    wait(
+        "both exporter pods running",
+        lambda: all(
+            pod_ready(get(local_cluster, "pod", "-n", ns, n)) for n in ("scraped", "ignored")
+        ),
+    )
     sd = KubernetesSd.for_cluster(local_cluster, namespaces=(ns,))
     prometheus = LocalPrometheus(tmp_path / "prometheus", [], kubernetes=sd).start()
     try:
@@ -156,9 +167,15 @@ def test_an_annotated_pod_is_found_and_scraped_with_the_contract_s_labels_unchan
     assert labels["instance"] == f"{pod_ip}:{PORT}"
     assert labels["pod"] == "scraped"  # target labels without a clash are kept
     contract = {
-        "namespace": "prod", "sits_deployment": "chat", "variant": "v1", "operation": "chat",
-        "token_bucket": "le128", "outcome": "success", "code": "200", "source": "sidecar",
-    }  # fmt: skip
+        "namespace": "prod",
+        "sits_deployment": "chat",
+        "variant": "v1",
+        "operation": "chat",
+        "token_bucket": "le128",
+        "outcome": "success",
+        "code": "200",
+        "source": "sidecar",
+    }
     assert {k: labels.get(k) for k in contract} == contract
     assert not [k for k in labels if k.startswith("exported_")], labels
     assert series["value"][1] == "7"

@@ -168,8 +168,12 @@ def test_openai_client_reaches_vllm_through_the_sidecar_on_the_cluster_ip(live: 
     messages: list[ChatCompletionMessageParam] = [
         {"role": "user", "content": "What is the capital of France?"}
     ]
-    with OpenAI(base_url=f"http://{cluster_ip}:{port}/v1", api_key="unused", max_retries=0,
-                http_client=httpx2.Client(trust_env=False)) as client:  # fmt: skip
+    with OpenAI(
+        base_url=f"http://{cluster_ip}:{port}/v1",
+        api_key="unused",
+        max_retries=0,
+        http_client=httpx2.Client(trust_env=False),
+    ) as client:
         first = client.chat.completions.with_raw_response.create(
             model=SERVED,
             messages=messages,
@@ -191,8 +195,9 @@ def test_lora_adapter_from_the_volume_is_served(live: Live) -> None:
     """The adapter reached the pod through the PV (pvc://) and the sidecar made it resident."""
     service = get(live.cluster, "service", "-n", live.namespace, f"{NAME}-v1")
     base = f"http://{service['spec']['clusterIP']}:{service['spec']['ports'][0]['port']}/v1"
-    with OpenAI(base_url=base, api_key="unused", max_retries=0,
-                http_client=httpx2.Client(trust_env=False)) as client:  # fmt: skip
+    with OpenAI(
+        base_url=base, api_key="unused", max_retries=0, http_client=httpx2.Client(trust_env=False)
+    ) as client:
 
         def listed() -> bool:
             return ADAPTER in {m.id for m in client.models.list().data}
@@ -256,9 +261,13 @@ def test_the_policy_rolls_the_crash_looping_candidate_back_and_says_why(live: Li
     assert {v["name"]: v.get("weight") for v in status["variants"]} == {"v1": 100, "v2": 0}
 
     events = get(
-        live.cluster, "events", "-n", live.namespace,
-        "--field-selector", f"involvedObject.kind=SitsDeployment,involvedObject.name={NAME}",
-    )["items"]  # fmt: skip
+        live.cluster,
+        "events",
+        "-n",
+        live.namespace,
+        "--field-selector",
+        f"involvedObject.kind=SitsDeployment,involvedObject.name={NAME}",
+    )["items"]
     rolled = [e for e in events if e["reason"] == "RolledBack"]
     assert rolled, [(e["reason"], e["message"]) for e in events]
     assert rolled[0]["type"] == "Warning"

@@ -44,9 +44,20 @@ def vector_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_build_and_info_ivfpq(vector_corpus: Path, tmp_path: Path) -> None:
     out = tmp_path / "index"
     built = sits_index(
-        "build", "--corpus", vector_corpus, "--out", out, "--kind", "ivfpq",
-        "--id-field", "doc", "--text-field", "body", "--nlist", "64",
-    )  # fmt: skip
+        "build",
+        "--corpus",
+        vector_corpus,
+        "--out",
+        out,
+        "--kind",
+        "ivfpq",
+        "--id-field",
+        "doc",
+        "--text-field",
+        "body",
+        "--nlist",
+        "64",
+    )
     assert built.returncode == 0, built.stderr
     assert "training IVF64,PQ4x8" in built.stderr  # progress goes to stderr
     manifest = json.loads(built.stdout)

@@ -113,15 +113,21 @@ async def apiserver(tmp_path: Path) -> AsyncIterator[tuple[FakeApiserver, Path]]
     await site.start()
     port = runner.addresses[0][1]
     kubeconfig = tmp_path / "config"
-    kubeconfig.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "main",
-        "clusters": [{"name": "fake", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
-        "users": [{"name": "me", "user": {"token": "s3cret"}}],
-        "contexts": [
-            {"name": "main", "context": {"cluster": "fake", "user": "me", "namespace": NS}},
-            {"name": "bare", "context": {"cluster": "fake", "user": "me"}},
-        ],
-    }))  # fmt: skip
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "main",
+                "clusters": [{"name": "fake", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+                "users": [{"name": "me", "user": {"token": "s3cret"}}],
+                "contexts": [
+                    {"name": "main", "context": {"cluster": "fake", "user": "me", "namespace": NS}},
+                    {"name": "bare", "context": {"cluster": "fake", "user": "me"}},
+                ],
+            }
+        )
+    )
     yield fake, kubeconfig
     await runner.cleanup()
 

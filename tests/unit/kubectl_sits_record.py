@@ -93,13 +93,17 @@ class Scenario:
             "apiVersion": "sits.dev/v1alpha1",
             "kind": "SitsDeployment",
             "metadata": {
-                "name": NAME, "namespace": NAMESPACE, "uid": UID, "generation": 1,
-                "resourceVersion": "4711", "creationTimestamp": "2026-05-28T20:20:00Z",
+                "name": NAME,
+                "namespace": NAMESPACE,
+                "uid": UID,
+                "generation": 1,
+                "resourceVersion": "4711",
+                "creationTimestamp": "2026-05-28T20:20:00Z",
                 "annotations": {},
             },
             "spec": spec,
             "status": {},
-        }  # fmt: skip
+        }
         self.clock, self.prometheus, self.writer = Clock(), Prometheus(), NoopKubeWriter()
         self.ready = {"v1": True, "v2": True}
 
@@ -128,15 +132,24 @@ class Scenario:
         gateway = ObservedDeployment("", None, 2, 2, 2, 2, 1, 1, component="gateway")
         pods = tuple(
             ObservedPod(
-                f"{NAME}-{v}-x", v, "Running", node_name="gpu-a100-0",
-                containers=(ObservedContainer(
-                    "vllm", restart_count=0 if ok else 5, ready=ok,
-                    waiting_reason=None if ok else "CrashLoopBackOff",
-                    waiting_message=None if ok else "back-off 40s restarting failed container vllm",
-                ),),
+                f"{NAME}-{v}-x",
+                v,
+                "Running",
+                node_name="gpu-a100-0",
+                containers=(
+                    ObservedContainer(
+                        "vllm",
+                        restart_count=0 if ok else 5,
+                        ready=ok,
+                        waiting_reason=None if ok else "CrashLoopBackOff",
+                        waiting_message=None
+                        if ok
+                        else "back-off 40s restarting failed container vllm",
+                    ),
+                ),
             )
             for v, ok in self.ready.items()
-        )  # fmt: skip
+        )
         return ObservedState(deployments=(*deployments, gateway), pods=pods)
 
     async def periods(self, count: int) -> None:
@@ -180,17 +193,33 @@ def pods(raw_spec: dict[str, Any], ready: dict[str, bool]) -> list[dict[str, Any
             {k: c[k] for k in ("name", "image", "resources") if k in c}
             for c in template["spec"]["containers"]
         ]
-        found.append(pod(f"{manifest['metadata']['name']}-{hashes[variant]}", labels, containers,
-                         f"gpu-a100-{int(variant[1:]) - 1}", ready[variant]))  # fmt: skip
+        found.append(
+            pod(
+                f"{manifest['metadata']['name']}-{hashes[variant]}",
+                labels,
+                containers,
+                f"gpu-a100-{int(variant[1:]) - 1}",
+                ready[variant],
+            )
+        )
     gateway = Component.GATEWAY.value
     gateway_labels = {
-        LABEL_PART_OF: NAME, LABEL_DEPLOYMENT: NAME,
-        LABEL_COMPONENT: gateway, LABEL_APP_COMPONENT: gateway,
-    }  # fmt: skip
+        LABEL_PART_OF: NAME,
+        LABEL_DEPLOYMENT: NAME,
+        LABEL_COMPONENT: gateway,
+        LABEL_APP_COMPONENT: gateway,
+    }
     for index, suffix in enumerate(("b8d4q", "m2v7c")):
         container = {"name": "sits-gateway", "image": "ghcr.io/sits-dev/sits-inference:0.1.0"}
-        found.append(pod(f"{NAME}-gateway-7b9d6c5f8-{suffix}", gateway_labels, [container],
-                         f"gpu-a100-{index}", True))  # fmt: skip
+        found.append(
+            pod(
+                f"{NAME}-gateway-7b9d6c5f8-{suffix}",
+                gateway_labels,
+                [container],
+                f"gpu-a100-{index}",
+                True,
+            )
+        )
     return found
 
 
@@ -202,20 +231,28 @@ def pod(
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "namespace": NAMESPACE, "labels": labels,
-                     "creationTimestamp": "2026-05-28T20:20:01Z"},
+        "metadata": {
+            "name": name,
+            "namespace": NAMESPACE,
+            "labels": labels,
+            "creationTimestamp": "2026-05-28T20:20:01Z",
+        },
         "spec": {"containers": containers, "nodeName": node},
         "status": {
             "phase": "Running",
             "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
             "containerStatuses": [
-                {"name": c["name"], "ready": ok, "restartCount": 0 if ok else 5,
-                 "state": running if ok else crashing}
+                {
+                    "name": c["name"],
+                    "ready": ok,
+                    "restartCount": 0 if ok else 5,
+                    "state": running if ok else crashing,
+                }
                 for c in containers
                 for ok in [ready or c["name"] != Container.VLLM]
             ],
         },
-    }  # fmt: skip
+    }
 
 
 def observe(found: Values) -> Step:

@@ -54,21 +54,37 @@ TARGET = AlertTarget("ns", "chat", "Burn", "alert:Burn:1", "v2")
     ("target", "obj", "verdict", "why"),
     [
         (TARGET, None, Verdict.NOT_FOUND, "no SitsDeployment ns/chat"),
-        (TARGET, body("Progressing", v1="stable", v2="candidate"), Verdict.ROLL_BACK,
-         "candidate v2"),
+        (
+            TARGET,
+            body("Progressing", v1="stable", v2="candidate"),
+            Verdict.ROLL_BACK,
+            "candidate v2",
+        ),
         (TARGET, body("Paused", v1="stable", v2="candidate"), Verdict.ROLL_BACK, "candidate"),
         (TARGET, body("Promoting", v1="stable", v2="candidate"), Verdict.ROLL_BACK, "candidate"),
         # An SLO alert on the stable variant must not roll the candidate back.
-        (AlertTarget("ns", "chat", "Burn", "v", "v1"), body("Progressing", v1="stable",
-         v2="candidate"), Verdict.IGNORE, "v1 of ns/chat is stable"),
-        (TARGET, body("RolledBack", v1="stable", v2="candidate"), Verdict.IGNORE,
-         "ns/chat is RolledBack"),
+        (
+            AlertTarget("ns", "chat", "Burn", "v", "v1"),
+            body("Progressing", v1="stable", v2="candidate"),
+            Verdict.IGNORE,
+            "v1 of ns/chat is stable",
+        ),
+        (
+            TARGET,
+            body("RolledBack", v1="stable", v2="candidate"),
+            Verdict.IGNORE,
+            "ns/chat is RolledBack",
+        ),
         (TARGET, body("Ready", v1="stable"), Verdict.IGNORE, "has no variant 'v2'"),
         # No variant label: the alert is about the whole rollout (as before).
-        (AlertTarget("ns", "chat", "Burn", "v"), body("Ready", v1="stable"), Verdict.ROLL_BACK,
-         "names ns/chat"),
+        (
+            AlertTarget("ns", "chat", "Burn", "v"),
+            body("Ready", v1="stable"),
+            Verdict.ROLL_BACK,
+            "names ns/chat",
+        ),
     ],
-)  # fmt: skip
+)
 def test_judge(target: AlertTarget, obj: Any, verdict: Verdict, why: str) -> None:
     got, message = judge(target, obj)
     assert got is verdict

@@ -135,10 +135,13 @@ def _event(doc: dict[str, Any]) -> bytes:
 def _whole(model: str) -> dict[str, Any]:
     message = {"role": "assistant", "content": "".join(WORDS)}
     return {
-        "id": "chatcmpl-f", "object": "chat.completion", "created": 1, "model": model,
+        "id": "chatcmpl-f",
+        "object": "chat.completion",
+        "created": 1,
+        "model": model,
         "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": "stop"}],
         "usage": {"prompt_tokens": 5, "completion_tokens": 4, "total_tokens": 9},
-    }  # fmt: skip
+    }
 
 
 @pytest.fixture(scope="module")
@@ -153,11 +156,20 @@ class Rig:
     http: aiohttp.ClientSession
 
     async def chat(
-        self, content: str, *, stream: bool = False, headers: dict[str, str] | None = None,
+        self,
+        content: str,
+        *,
+        stream: bool = False,
+        headers: dict[str, str] | None = None,
         **extra: Any,
-    ) -> tuple[int, dict[str, str], bytes]:  # fmt: skip
-        body = {"model": "tiny", "messages": [{"role": "user", "content": content}],
-                "temperature": 0, "stream": stream, **extra}  # fmt: skip
+    ) -> tuple[int, dict[str, str], bytes]:
+        body = {
+            "model": "tiny",
+            "messages": [{"role": "user", "content": content}],
+            "temperature": 0,
+            "stream": stream,
+            **extra,
+        }
         return await self.post("/v1/chat/completions", body, headers)
 
     async def post(
@@ -221,9 +233,12 @@ async def _rig(embedder: Embedder) -> AsyncIterator[Rig]:
     fake = FakeVllm()
     runner, port = await _serve_fake(fake)
     settings = SidecarSettings(
-        port=0, upstream=f"http://127.0.0.1:{port}", revision="r1", max_body_bytes=4096,
+        port=0,
+        upstream=f"http://127.0.0.1:{port}",
+        revision="r1",
+        max_body_bytes=4096,
         health_interval_s=0.2,
-    )  # fmt: skip
+    )
     metrics = CacheMetrics()
     tiers = await asyncio.to_thread(build_tiers, settings, metrics, embedder)
     sidecar = await start_sidecar(settings, tiers, metrics)
@@ -281,8 +296,12 @@ async def test_the_sidecar_asks_for_usage_on_stored_streams_and_hides_it(rig: Ri
 
 
 async def test_a_client_that_leaves_stops_the_upstream_generation(rig: Rig) -> None:
-    body = {"model": "tiny", "messages": [{"role": "user", "content": "Long story"}],
-            "temperature": 0, "stream": True}  # fmt: skip
+    body = {
+        "model": "tiny",
+        "messages": [{"role": "user", "content": "Long story"}],
+        "temperature": 0,
+        "stream": True,
+    }
     async with rig.http.post(
         rig.sidecar.url + "/v1/chat/completions", json=body, headers={FAULT: "slow"}
     ) as response:
@@ -303,24 +322,38 @@ def _malformed() -> Iterator[Any]:
     yield pytest.param(chat, b"{not json", 400, "invalid_json", id="bad-json")
     yield pytest.param(chat, b"", 400, "invalid_json", id="empty")
     yield pytest.param(chat, b"[1, 2]", 400, "invalid_json", id="not-an-object")
-    yield pytest.param(chat, {"messages": messages}, 400, "missing_required_parameter",
-                       id="no-model")  # fmt: skip
+    yield pytest.param(
+        chat, {"messages": messages}, 400, "missing_required_parameter", id="no-model"
+    )
     yield pytest.param(
         chat, {"model": 7, "messages": messages}, 400, "invalid_type", id="model-int"
     )
     yield pytest.param(chat, {"model": "tiny"}, 400, "missing_required_parameter", id="no-messages")
     yield pytest.param(chat, {"model": "tiny", "messages": []}, 400, "invalid_type", id="no-turns")
-    yield pytest.param(chat, {"model": "tiny", "messages": ["hi"]}, 400, "invalid_type",
-                       id="turn-not-object")  # fmt: skip
-    yield pytest.param(chat, {"model": "tiny", "messages": messages, "stream": "yes"}, 400,
-                       "invalid_type", id="stream-not-bool")  # fmt: skip
-    yield pytest.param("/v1/completions", {"model": "tiny", "prompt": {"a": 1}}, 400,
-                       "invalid_type", id="prompt-object")  # fmt: skip
-    yield pytest.param("/v1/completions", {"model": "tiny"}, 400, "missing_required_parameter",
-                       id="no-prompt")  # fmt: skip
+    yield pytest.param(
+        chat, {"model": "tiny", "messages": ["hi"]}, 400, "invalid_type", id="turn-not-object"
+    )
+    yield pytest.param(
+        chat,
+        {"model": "tiny", "messages": messages, "stream": "yes"},
+        400,
+        "invalid_type",
+        id="stream-not-bool",
+    )
+    yield pytest.param(
+        "/v1/completions",
+        {"model": "tiny", "prompt": {"a": 1}},
+        400,
+        "invalid_type",
+        id="prompt-object",
+    )
+    yield pytest.param(
+        "/v1/completions", {"model": "tiny"}, 400, "missing_required_parameter", id="no-prompt"
+    )
     huge = [{"role": "user", "content": "x" * 5000}]
-    yield pytest.param(chat, {"model": "tiny", "messages": huge}, 413, "body_too_large",
-                       id="too-large")  # fmt: skip
+    yield pytest.param(
+        chat, {"model": "tiny", "messages": huge}, 413, "body_too_large", id="too-large"
+    )
 
 
 @pytest.mark.parametrize(("path", "body", "status", "code"), list(_malformed()))
@@ -387,18 +420,25 @@ async def test_the_vector_tier_is_mounted_when_enabled(
         build_index,
     )
 
-    texts = [f"{subject} is discussed in chapter {i}" for i, subject in enumerate(
-        ["rivers", "volcanoes", "bread", "violins", "glaciers", "comets", "bees", "chess"]
-    )]  # fmt: skip
+    texts = [
+        f"{subject} is discussed in chapter {i}"
+        for i, subject in enumerate(
+            ["rivers", "volcanoes", "bread", "violins", "glaciers", "comets", "bees", "chess"]
+        )
+    ]
     vectors = await asyncio.to_thread(embedder.embed, texts)
     index = tmp_path / "index"
     options = BuildOptions(kind="hnsw", embedding_model=EMBEDDING_MODEL)
     docs = [Document(str(i), text) for i, text in enumerate(texts)]
     await asyncio.to_thread(build_index, index, vectors, docs, options, lambda _: None)
     settings = SidecarSettings(
-        port=0, upstream=rig.sidecar.sidecar.settings.upstream, vector_enabled=True,
-        vector_index=index, state_dir=tmp_path / "state", semantic_enabled=False,
-    )  # fmt: skip
+        port=0,
+        upstream=rig.sidecar.sidecar.settings.upstream,
+        vector_enabled=True,
+        vector_index=index,
+        state_dir=tmp_path / "state",
+        semantic_enabled=False,
+    )
     metrics = CacheMetrics()
     tiers = await asyncio.to_thread(build_tiers, settings, metrics, embedder)
     assert tiers.semantic is None
@@ -575,8 +615,12 @@ async def test_a_streamed_answer_is_relayed_before_it_is_stored_and_a_repeat_wai
 @pytest.mark.timeout(30)
 async def test_a_missed_stream_is_relayed_event_by_event(rig: Rig) -> None:
     await rig.chat("What is the answer?")  # the next miss pays a search too
-    body = {"model": "tiny", "messages": [{"role": "user", "content": "Name a river."}],
-            "temperature": 0, "stream": True}  # fmt: skip
+    body = {
+        "model": "tiny",
+        "messages": [{"role": "user", "content": "Name a river."}],
+        "temperature": 0,
+        "stream": True,
+    }
     url = rig.sidecar.url + "/v1/chat/completions"
     async with rig.http.post(url, json=body, headers={FAULT: "step"}) as response:
         assert response.headers["x-sits-cache"] == "miss"

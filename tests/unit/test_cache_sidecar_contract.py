@@ -47,9 +47,15 @@ async def rig(embedder: Embedder) -> AsyncIterator[Rig]:
     fake = FakeVllm()
     runner, port = await _serve_fake(fake)
     settings = SidecarSettings(
-        port=0, upstream=f"http://127.0.0.1:{port}", revision="r1", variant="canary",
-        namespace="prod", deployment="chat", max_body_bytes=4096, health_interval_s=0.2,
-    )  # fmt: skip
+        port=0,
+        upstream=f"http://127.0.0.1:{port}",
+        revision="r1",
+        variant="canary",
+        namespace="prod",
+        deployment="chat",
+        max_body_bytes=4096,
+        health_interval_s=0.2,
+    )
     metrics = CacheMetrics()
     tiers = await asyncio.to_thread(build_tiers, settings, metrics, embedder)
     sidecar = await start_sidecar(settings, tiers, metrics)

@@ -28,25 +28,54 @@ USAGE = {"prompt_tokens": 12, "completion_tokens": 5, "total_tokens": 17}
 def vllm_chat(content: str = "Hello there, friend.", **choice: Any) -> dict[str, Any]:
     """A non-streamed chat answer shaped like vLLM 0.32's."""
     message: dict[str, Any] = {
-        "role": "assistant", "content": content, "refusal": None, "annotations": None,
-        "audio": None, "function_call": None, "tool_calls": [], "reasoning_content": None,
-    }  # fmt: skip
+        "role": "assistant",
+        "content": content,
+        "refusal": None,
+        "annotations": None,
+        "audio": None,
+        "function_call": None,
+        "tool_calls": [],
+        "reasoning_content": None,
+    }
     return {
-        "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "tiny",
-        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": "length",
-                     "stop_reason": None, **choice}],
-        "usage": {**USAGE, "prompt_tokens_details": None}, "prompt_logprobs": None,
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "tiny",
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "logprobs": None,
+                "finish_reason": "length",
+                "stop_reason": None,
+                **choice,
+            }
+        ],
+        "usage": {**USAGE, "prompt_tokens_details": None},
+        "prompt_logprobs": None,
         "kv_transfer_params": None,
-    }  # fmt: skip
+    }
 
 
 def vllm_completion(text: str = " once upon a time") -> dict[str, Any]:
     return {
-        "id": "cmpl-1", "object": "text_completion", "created": 1, "model": "tiny",
-        "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": "stop",
-                     "stop_reason": "\n", "prompt_logprobs": None}],
+        "id": "cmpl-1",
+        "object": "text_completion",
+        "created": 1,
+        "model": "tiny",
+        "choices": [
+            {
+                "index": 0,
+                "text": text,
+                "logprobs": None,
+                "finish_reason": "stop",
+                "stop_reason": "\n",
+                "prompt_logprobs": None,
+            }
+        ],
         "usage": USAGE,
-    }  # fmt: skip
+    }
 
 
 def test_a_chat_answer_round_trips_through_the_payload() -> None:
@@ -175,10 +204,14 @@ def test_replay_then_assembly_gives_back_the_same_answer(kind: Kind, seed: int) 
     rng = random.Random(seed)
     alphabet = 'abc xyz\u00e9\u4e2d\U0001f600\n"\\'
     choices = tuple(
-        CachedChoice(i, "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 120))),
-                     rng.choice(["stop", "length"]), rng.choice([None, 2, "\n"]))
+        CachedChoice(
+            i,
+            "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 120))),
+            rng.choice(["stop", "length"]),
+            rng.choice([None, 2, "\n"]),
+        )
         for i in range(rng.randint(1, 3))
-    )  # fmt: skip
+    )
     cached = CachedCompletion(kind, choices, USAGE, rng.choice([None, "fp_1"]))
     stream = b"".join(stream_events(cached, model="m", include_usage=True, piece_chars=7))
     if seed % 2:
@@ -203,17 +236,30 @@ FINISH = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
         pytest.param(_stream(ROLE, TEXT, FINISH, "[DONE]"), True, id="complete"),
         pytest.param(_stream(ROLE, TEXT, FINISH), False, id="no-done"),
         pytest.param(_stream(ROLE, TEXT, "[DONE]"), False, id="unfinished-choice"),
-        pytest.param(_stream(ROLE, TEXT, {"error": {"message": "boom"}}, "[DONE]"), False,
-                     id="error-event"),
-        pytest.param(_stream(ROLE, {"choices": [{"index": 0, "delta": {"tool_calls": [{}]}}]},
-                             FINISH, "[DONE]"), False, id="tool-call-delta"),
-        pytest.param(_stream(ROLE, {"choices": [{"index": 0, "delta": {"content": "x"},
-                                                 "logprobs": {"content": []}}]}, FINISH, "[DONE]"),
-                     False, id="logprobs"),
+        pytest.param(
+            _stream(ROLE, TEXT, {"error": {"message": "boom"}}, "[DONE]"), False, id="error-event"
+        ),
+        pytest.param(
+            _stream(
+                ROLE, {"choices": [{"index": 0, "delta": {"tool_calls": [{}]}}]}, FINISH, "[DONE]"
+            ),
+            False,
+            id="tool-call-delta",
+        ),
+        pytest.param(
+            _stream(
+                ROLE,
+                {"choices": [{"index": 0, "delta": {"content": "x"}, "logprobs": {"content": []}}]},
+                FINISH,
+                "[DONE]",
+            ),
+            False,
+            id="logprobs",
+        ),
         pytest.param(_stream("[DONE]"), False, id="nothing"),
         pytest.param(_stream(ROLE, TEXT, FINISH, "[DONE]", TEXT), False, id="data-after-done"),
     ],
-)  # fmt: skip
+)
 def test_only_complete_clean_streams_assemble(stream: bytes, stored: bool) -> None:
     result = _assemble("chat", stream, random.Random(1))
     assert (result is not None) is stored

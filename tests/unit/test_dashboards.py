@@ -42,9 +42,22 @@ QUERIES = [(doc["title"], what, expr) for doc in DOCS.values() for what, expr in
 
 # PromQL words that are not metric names.
 KEYWORDS = frozenset(
-    {"by", "without", "on", "ignoring", "group_left", "group_right", "and", "or", "unless",
-     "offset", "bool", "inf", "nan"}
-)  # fmt: skip
+    {
+        "by",
+        "without",
+        "on",
+        "ignoring",
+        "group_left",
+        "group_right",
+        "and",
+        "or",
+        "unless",
+        "offset",
+        "bool",
+        "inf",
+        "nan",
+    }
+)
 STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 MATCHERS = re.compile(r"\{[^{}]*\}")
 RANGE = re.compile(r"\[[^\]]*\]")
@@ -193,8 +206,11 @@ def test_queries_parse_as_promql() -> None:
     for dashboard, what, expr in dashboard_queries("ns", "chat", source="sidecar"):
         result = subprocess.run(
             [PROMTOOL_BIN, "--experimental", "promql", "format", expr],
-            capture_output=True, text=True, timeout=30, check=False,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
         if result.returncode != 0:
             failures.append(f"{dashboard} / {what}: {result.stderr.strip()}\n  {expr}")
     assert not failures, "\n".join(failures)
@@ -232,8 +248,11 @@ def render(*args: str) -> list[dict[str, Any]]:
         pytest.skip(f"helm template unchecked: {missing}")
     result = subprocess.run(
         [str(helm), "template", "sits-operator", str(CHART), "-n", "sits-system", *args],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
 

@@ -31,7 +31,9 @@ def gateway_objects(rendered: dict[tuple[str, str], dict[str, Any]]) -> set[str]
     [
         pytest.param({}, GATEWAY_KINDS, naming.gateway_selector_labels("chat"), id="default"),
         pytest.param(
-            {"router": "builtin"}, GATEWAY_KINDS, naming.gateway_selector_labels("chat"),
+            {"router": "builtin"},
+            GATEWAY_KINDS,
+            naming.gateway_selector_labels("chat"),
             id="builtin",
         ),
         pytest.param(
@@ -45,7 +47,7 @@ def gateway_objects(rendered: dict[tuple[str, str], dict[str, Any]]) -> set[str]
         ),
         pytest.param({"router": "none"}, set(), {naming.LABEL_DEPLOYMENT: "chat"}, id="none"),
     ],
-)  # fmt: skip
+)
 def test_router_decides_gateway_objects_and_root_selector(
     traffic: dict[str, Any], kinds: set[str], root_selector: dict[str, str]
 ) -> None:
@@ -177,10 +179,16 @@ def test_gateway_pod_settings_place_the_pods_and_never_replace_the_operators_fie
         "imagePullSecrets": [{"name": "regcred"}],
         "labels": {"team": "ml", naming.LABEL_COMPONENT: "not-mine"},
         "annotations": {"owner": "ml"},
-        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": [{"matchExpressions": [
-                {"key": "zone", "operator": "In", "values": ["a"]}]}]}}},
-    }  # fmt: skip
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}
+                    ]
+                }
+            }
+        },
+    }
     template = children(gateway={"pod": pod})[("Deployment", "chat-gateway")]["spec"]["template"]
     spec_ = template["spec"]
     assert spec_["nodeSelector"] == {"pool": "cpu"}

@@ -116,12 +116,20 @@ def closed_port() -> int:
 
 def test_main_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     kubeconfig = tmp_path / "config"
-    kubeconfig.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "c",
-        "clusters": [{"name": "k", "cluster": {"server": f"http://127.0.0.1:{closed_port()}"}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
-    }))  # fmt: skip
+    kubeconfig.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "c",
+                "clusters": [
+                    {"name": "k", "cluster": {"server": f"http://127.0.0.1:{closed_port()}"}}
+                ],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
+            }
+        )
+    )
     assert main(["get", "chat", "--kubeconfig", str(kubeconfig)]) == 1
     assert "error: cannot reach the apiserver at http://127.0.0.1:" in capsys.readouterr().err
     assert main(["get", "chat", "--kubeconfig", str(tmp_path / "none")]) == 1

@@ -157,10 +157,12 @@ async def test_watch_follows_the_object_from_its_resource_version(
     apiserver: tuple[FakeApiserver, Path],
 ) -> None:
     fake, kubeconfig = apiserver
-    fake.object_watches = [[
-        {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "4712"}}},
-        {"type": "MODIFIED", "object": changed(fake.obj, "Paused", "4713")},
-    ]]  # fmt: skip
+    fake.object_watches = [
+        [
+            {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "4712"}}},
+            {"type": "MODIFIED", "object": changed(fake.obj, "Paused", "4713")},
+        ]
+    ]
     s = await session(kubeconfig)
     try:
         assert await watched(s, 2) == ["Progressing", "Paused"]

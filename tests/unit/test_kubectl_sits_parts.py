@@ -30,9 +30,14 @@ from tests.unit.kubectl_sits_fixtures import recorded, snapshot
 
 def rule(**changes: Any) -> Rule:
     base: dict[str, Any] = {
-        "name": "r", "sli": "s", "query": "q", "window_seconds": 60.0,
-        "comparison": Comparison.LT, "action": RuleAction(ActionType.ROLLBACK), "threshold": 0.95,
-    }  # fmt: skip
+        "name": "r",
+        "sli": "s",
+        "query": "q",
+        "window_seconds": 60.0,
+        "comparison": Comparison.LT,
+        "action": RuleAction(ActionType.ROLLBACK),
+        "threshold": 0.95,
+    }
     return Rule(**{**base, **changes})
 
 
@@ -42,8 +47,12 @@ def rule(**changes: Any) -> Rule:
         ({"for_periods": 2}, "< 0.95 for 2 periods -> rollback"),
         ({}, "< 0.95 for 1 period -> rollback"),
         (
-            {"comparison": Comparison.GT, "threshold": 200.0, "for_seconds": 90.0,
-             "action": RuleAction(ActionType.SET_WEIGHT, 10)},
+            {
+                "comparison": Comparison.GT,
+                "threshold": 200.0,
+                "for_seconds": 90.0,
+                "action": RuleAction(ActionType.SET_WEIGHT, 10),
+            },
             "> 200 for 90s -> setWeight 10",
         ),
         (
@@ -51,14 +60,20 @@ def rule(**changes: Any) -> Rule:
             "< stable - 5 % for 1 period -> rollback",
         ),
         (
-            {"compare_to": CompareTo.STABLE, "comparison": Comparison.GE, "tolerance": 0.1,
-             "action": RuleAction(ActionType.PAUSE)},
+            {
+                "compare_to": CompareTo.STABLE,
+                "comparison": Comparison.GE,
+                "tolerance": 0.1,
+                "action": RuleAction(ActionType.PAUSE),
+            },
             ">= stable + 10 % for 1 period -> pause",
         ),
-        ({"compare_to": CompareTo.STABLE, "action": RuleAction(ActionType.HOLD)},
-         "< stable for 1 period -> hold"),
+        (
+            {"compare_to": CompareTo.STABLE, "action": RuleAction(ActionType.HOLD)},
+            "< stable for 1 period -> hold",
+        ),
     ],
-)  # fmt: skip
+)
 def test_breach_text(changes: dict[str, Any], expected: str) -> None:
     assert breach_text(rule(**changes)) == expected
 
@@ -67,14 +82,24 @@ def test_breach_text(changes: dict[str, Any], expected: str) -> None:
     ("rollout", "expected"),
     [
         ({}, "canary: 10 % steps up to 50 %"),
-        ({"stepWeight": 25, "maxWeight": 75, "interval": "4s"},
-         "canary: 25 % steps up to 75 %, each at least 4s"),
-        ({"steps": [{"setWeight": 5}, {"pause": {}}, {"setWeight": 50},
-                    {"pause": {"duration": "10m"}}]},
-         "canary: 5 % -> pause -> 50 % -> pause 10m"),
+        (
+            {"stepWeight": 25, "maxWeight": 75, "interval": "4s"},
+            "canary: 25 % steps up to 75 %, each at least 4s",
+        ),
+        (
+            {
+                "steps": [
+                    {"setWeight": 5},
+                    {"pause": {}},
+                    {"setWeight": 50},
+                    {"pause": {"duration": "10m"}},
+                ]
+            },
+            "canary: 5 % -> pause -> 50 % -> pause 10m",
+        ),
         ({"strategy": "abTest"}, "A/B test: the split holds until promoted or aborted"),
     ],
-)  # fmt: skip
+)
 def test_strategy_text(rollout: dict[str, Any], expected: str) -> None:
     spec = parse_spec({"variants": [variant(), variant("v2", "candidate")], "rollout": rollout})
     assert strategy_text(spec) == expected
@@ -83,16 +108,30 @@ def test_strategy_text(rollout: dict[str, Any], expected: str) -> None:
 
 def pod(**changes: Any) -> dict[str, Any]:
     base: dict[str, Any] = {
-        "metadata": {"name": "chat-v2-a", "labels": {LABEL_VARIANT: "v2"},
-                     "creationTimestamp": "2026-05-28T20:20:01Z"},
-        "spec": {"nodeName": "gpu-1", "containers": [
-            {"name": "vllm", "resources": {"limits": {"nvidia.com/mig-1g.10gb": "1", "cpu": "4"}}},
-            {"name": "sits-cache", "resources": {"limits": {"cpu": "1"}}},
-        ]},
-        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}],
-                   "containerStatuses": [{"name": "vllm", "restartCount": 2, "state": {}},
-                                         {"name": "sits-cache", "restartCount": 1, "state": {}}]},
-    }  # fmt: skip
+        "metadata": {
+            "name": "chat-v2-a",
+            "labels": {LABEL_VARIANT: "v2"},
+            "creationTimestamp": "2026-05-28T20:20:01Z",
+        },
+        "spec": {
+            "nodeName": "gpu-1",
+            "containers": [
+                {
+                    "name": "vllm",
+                    "resources": {"limits": {"nvidia.com/mig-1g.10gb": "1", "cpu": "4"}},
+                },
+                {"name": "sits-cache", "resources": {"limits": {"cpu": "1"}}},
+            ],
+        },
+        "status": {
+            "phase": "Running",
+            "conditions": [{"type": "Ready", "status": "True"}],
+            "containerStatuses": [
+                {"name": "vllm", "restartCount": 2, "state": {}},
+                {"name": "sits-cache", "restartCount": 1, "state": {}},
+            ],
+        },
+    }
     for key, value in changes.items():
         base[key] = {**base[key], **value}
     return base
@@ -102,28 +141,73 @@ def pod(**changes: Any) -> dict[str, Any]:
     ("changes", "status", "ready", "node", "slices", "restarts"),
     [
         ({}, "Running", True, "gpu-1", "1g.10gb x1", 3),
-        ({"metadata": {"deletionTimestamp": "2026-05-28T20:30:00Z"}}, "Terminating", True,
-         "gpu-1", "1g.10gb x1", 3),
-        ({"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "False"}],
-                     "containerStatuses": [{"restartCount": 7, "state": {"waiting": {
-                         "reason": "CrashLoopBackOff"}}}]}},
-         "CrashLoopBackOff", False, "gpu-1", "1g.10gb x1", 7),
-        ({"spec": {"containers": [
-            {"resources": {"limits": {"nvidia.com/mig-3g.40gb": "2"}}},
-            {"resources": {"limits": {"nvidia.com/mig-3g.40gb": "1", "nvidia.com/gpu": "1"}}}]}},
-         "Running", True, "gpu-1", "3g.40gb x3", 3),
-        ({"spec": {"nodeName": None}, "status": {"phase": "Pending", "conditions": [],
-                                                 "containerStatuses": []}},
-         "Pending", False, "-", "1g.10gb x1", 0),
+        (
+            {"metadata": {"deletionTimestamp": "2026-05-28T20:30:00Z"}},
+            "Terminating",
+            True,
+            "gpu-1",
+            "1g.10gb x1",
+            3,
+        ),
+        (
+            {
+                "status": {
+                    "phase": "Running",
+                    "conditions": [{"type": "Ready", "status": "False"}],
+                    "containerStatuses": [
+                        {"restartCount": 7, "state": {"waiting": {"reason": "CrashLoopBackOff"}}}
+                    ],
+                }
+            },
+            "CrashLoopBackOff",
+            False,
+            "gpu-1",
+            "1g.10gb x1",
+            7,
+        ),
+        (
+            {
+                "spec": {
+                    "containers": [
+                        {"resources": {"limits": {"nvidia.com/mig-3g.40gb": "2"}}},
+                        {
+                            "resources": {
+                                "limits": {"nvidia.com/mig-3g.40gb": "1", "nvidia.com/gpu": "1"}
+                            }
+                        },
+                    ]
+                }
+            },
+            "Running",
+            True,
+            "gpu-1",
+            "3g.40gb x3",
+            3,
+        ),
+        (
+            {
+                "spec": {"nodeName": None},
+                "status": {"phase": "Pending", "conditions": [], "containerStatuses": []},
+            },
+            "Pending",
+            False,
+            "-",
+            "1g.10gb x1",
+            0,
+        ),
     ],
-)  # fmt: skip
+)
 def test_pod_row(
     changes: dict[str, Any], status: str, ready: bool, node: str, slices: str, restarts: int
 ) -> None:
     row = pod_row(pod(**changes))
     assert (row.status, row.ready, row.node, row.slices, row.restarts) == (
-        status, ready, node, slices, restarts,
-    )  # fmt: skip
+        status,
+        ready,
+        node,
+        slices,
+        restarts,
+    )
 
 
 def test_view_rows_of_a_recorded_rollout() -> None:
@@ -175,30 +259,51 @@ def test_confirmation_reads_the_stored_value_back() -> None:
 
 
 RESOURCE = f"{PLURAL}.{API_GROUP}"
-FORBIDDEN = json.dumps({
-    "kind": "Status", "status": "Failure", "reason": "Forbidden", "code": 403,
-    "message": f'{RESOURCE} "chat" is forbidden: User "jane" cannot patch resource "{PLURAL}" '
-               f'in API group "{API_GROUP}" in the namespace "prod"',
-})  # fmt: skip
+FORBIDDEN = json.dumps(
+    {
+        "kind": "Status",
+        "status": "Failure",
+        "reason": "Forbidden",
+        "code": 403,
+        "message": f'{RESOURCE} "chat" is forbidden: User "jane" cannot patch resource "{PLURAL}" '
+        f'in API group "{API_GROUP}" in the namespace "prod"',
+    }
+)
 
 
 @pytest.mark.parametrize(
     ("status", "body", "as_user", "says"),
     [
-        (403, FORBIDDEN, None, [
-            f'Forbidden: you may not patch {RESOURCE} "chat" in namespace "prod".',
-            'User "jane" cannot patch resource',
-            f"granting 'patch' on {RESOURCE}",
-            f"kubectl auth can-i patch {RESOURCE}/chat -n prod",
-        ]),
+        (
+            403,
+            FORBIDDEN,
+            None,
+            [
+                f'Forbidden: you may not patch {RESOURCE} "chat" in namespace "prod".',
+                'User "jane" cannot patch resource',
+                f"granting 'patch' on {RESOURCE}",
+                f"kubectl auth can-i patch {RESOURCE}/chat -n prod",
+            ],
+        ),
         (403, FORBIDDEN, "jane", ["you (as jane) may not patch", "-n prod --as jane"]),
         (401, '{"message": "Unauthorized"}', None, ["Unauthorized: the apiserver did not accept"]),
-        (404, f'{{"message": "{RESOURCE} \\"chat\\" not found"}}', None,
-         [f'Not found: {RESOURCE} "chat" in namespace "prod"']),
-        (500, "not json", None, ['patch sitsdeployments.sits.dev "chat" in namespace "prod" '
-                                 "failed (500): Internal Server Error"]),
+        (
+            404,
+            f'{{"message": "{RESOURCE} \\"chat\\" not found"}}',
+            None,
+            [f'Not found: {RESOURCE} "chat" in namespace "prod"'],
+        ),
+        (
+            500,
+            "not json",
+            None,
+            [
+                'patch sitsdeployments.sits.dev "chat" in namespace "prod" '
+                "failed (500): Internal Server Error"
+            ],
+        ),
     ],
-)  # fmt: skip
+)
 def test_refusal_names_verb_resource_and_the_check(
     status: int, body: str, as_user: str | None, says: list[str]
 ) -> None:
@@ -235,9 +340,19 @@ def test_output_is_the_object_without_managed_fields(output: str) -> None:
 
 @pytest.mark.parametrize(
     ("seconds", "expected"),
-    [(None, "-"), (0, "0s"), (42, "42s"), (119, "119s"), (192, "3m12s"), (600, "10m"),
-     (7500, "2h5m"), (4 * 3600, "4h"), (49 * 3600, "2d1h"), (10 * 86400, "10d")],
-)  # fmt: skip
+    [
+        (None, "-"),
+        (0, "0s"),
+        (42, "42s"),
+        (119, "119s"),
+        (192, "3m12s"),
+        (600, "10m"),
+        (7500, "2h5m"),
+        (4 * 3600, "4h"),
+        (49 * 3600, "2d1h"),
+        (10 * 86400, "10d"),
+    ],
+)
 def test_age_like_kubectl(seconds: int | None, expected: str) -> None:
     assert age(None if seconds is None else 1000.0, 1000.0 + (seconds or 0)) == expected
 

@@ -166,9 +166,12 @@ def test_get_says_when_the_status_is_older_than_the_spec() -> None:
 def test_get_shows_abnormal_conditions_the_message_does_not_already_say() -> None:
     obj = recorded("progressing")["object"]
     condition = {
-        "type": "TrafficApplied", "status": "False", "reason": "GatewayBehind",
-        "message": "gateway pod chat-gateway-b applies v1 90, v2 10", "lastTransitionTime": "x",
-    }  # fmt: skip
+        "type": "TrafficApplied",
+        "status": "False",
+        "reason": "GatewayBehind",
+        "message": "gateway pod chat-gateway-b applies v1 90, v2 10",
+        "lastTransitionTime": "x",
+    }
     status = {**obj["status"], "conditions": [*obj["status"]["conditions"], condition]}
     screen = text(get_screen.render(build(Snapshot("c", "n", {**obj, "status": status})), 0.0))
     assert "TrafficApplied   False    GatewayBehind   gateway pod chat-gateway-b applies" in screen
@@ -301,8 +304,10 @@ def test_brackets_in_the_operators_words_are_shown_not_read_as_markup() -> None:
     obj = dict(found.obj or {})
     said = "vllm: [rank0]: ValueError [bold]x[/] [/oops]"
     analysis = {**obj["status"]["analysis"], "lastReason": said}
-    analysis["history"] = [*analysis["history"], {"at": now, "action": "hold", "reason": said,
-                                                  "weights": {}}]  # fmt: skip
+    analysis["history"] = [
+        *analysis["history"],
+        {"at": now, "action": "hold", "reason": said, "weights": {}},
+    ]
     status = {**obj["status"], "message": said, "analysis": analysis}
     view = build(replace(found, obj={**obj, "status": status}))
     screen = text(get_screen.render(view, now))

@@ -35,9 +35,13 @@ class Fakes:
     def recorder(self) -> Recorder:
         timeline = Timeline(name="chat", namespace="ns", scenario="test", started=STARTED)
         return Recorder(
-            timeline, status=lambda: self.status, query=self.query,
-            events=lambda: self.events, queries=QUERIES, clock=lambda: self.now,
-        )  # fmt: skip
+            timeline,
+            status=lambda: self.status,
+            query=self.query,
+            events=lambda: self.events,
+            queries=QUERIES,
+            clock=lambda: self.now,
+        )
 
 
 def _status(phase: str, weights: dict[str, int]) -> dict[str, Any]:
@@ -46,8 +50,13 @@ def _status(phase: str, weights: dict[str, int]) -> dict[str, Any]:
 
 
 def _event(uid: str, reason: str, stamp: str, type_: str = "Normal") -> dict[str, Any]:
-    return {"metadata": {"uid": uid}, "reason": reason, "message": f"{reason}!",
-            "type": type_, "lastTimestamp": stamp}  # fmt: skip
+    return {
+        "metadata": {"uid": uid},
+        "reason": reason,
+        "message": f"{reason}!",
+        "type": type_,
+        "lastTimestamp": stamp,
+    }
 
 
 def test_a_sample_joins_status_and_queries_per_variant() -> None:
@@ -83,8 +92,10 @@ def test_no_object_yet_is_a_sample_without_variants() -> None:
 def test_each_event_becomes_one_decision_at_its_own_time() -> None:
     fakes = Fakes()
     recorder = fakes.recorder()
-    fakes.events = [_event("b", "RolledBack", "2027-01-15T08:00:10Z", "Warning"),
-                    _event("a", "WeightChanged", "2027-01-15T08:00:05Z")]  # fmt: skip
+    fakes.events = [
+        _event("b", "RolledBack", "2027-01-15T08:00:10Z", "Warning"),
+        _event("a", "WeightChanged", "2027-01-15T08:00:05Z"),
+    ]
     recorder.sample()
     recorder.sample()  # the same events again: not recorded twice
     reasons = [(d.reason, d.t) for d in recorder.timeline.decisions]
@@ -114,10 +125,16 @@ def test_nan_cannot_reach_the_json() -> None:
 def test_plot_writes_a_png_with_every_variant(tmp_path: Path) -> None:
     timeline = Timeline(name="chat", namespace="ns", scenario="rollback", started=STARTED)
     for i, weight in enumerate((20, 20, 0)):
-        timeline.samples.append(Sample(t=float(i), phase="Progressing", variants={
-            "v1": VariantSample(weight=100 - weight, success_rate=1.0, p95_ms=50.0),
-            "v2": VariantSample(weight=weight, success_rate=0.8, p95_ms=None),
-        }))  # fmt: skip
+        timeline.samples.append(
+            Sample(
+                t=float(i),
+                phase="Progressing",
+                variants={
+                    "v1": VariantSample(weight=100 - weight, success_rate=1.0, p95_ms=50.0),
+                    "v2": VariantSample(weight=weight, success_rate=0.8, p95_ms=None),
+                },
+            )
+        )
     timeline.decisions.append(Decision(t=2.0, reason="RolledBack", message="m"))
     path = plot(timeline, tmp_path / "out" / "t.png")
     data = path.read_bytes()
@@ -129,8 +146,9 @@ def test_live_view_prints_decisions_once_and_skips_repeated_samples() -> None:
     lines: list[str] = []
     view = LiveView(out=lines.append, every=100)
     same = {"v1": VariantSample(weight=100)}
-    decisions = [Decision(t=1.0, reason="RolledBack", message="two failing periods",
-                          type="Warning")]  # fmt: skip
+    decisions = [
+        Decision(t=1.0, reason="RolledBack", message="two failing periods", type="Warning")
+    ]
     view.show(Sample(t=1.0, phase="Progressing", variants=same), decisions)
     view.show(Sample(t=2.0, phase="Progressing", variants=same), decisions)
     view.show(Sample(t=3.0, phase="RolledBack", variants=same), decisions)

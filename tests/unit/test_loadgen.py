@@ -53,8 +53,13 @@ BASE = "http://127.0.0.1:9/v1"
 
 
 def config(**overrides: Any) -> LoadConfig:
-    values: dict[str, Any] = {"base_url": BASE, "model": "tiny", "rate": 10.0,
-                              "max_requests": 100, "duration_s": 60.0}  # fmt: skip
+    values: dict[str, Any] = {
+        "base_url": BASE,
+        "model": "tiny",
+        "rate": 10.0,
+        "max_requests": 100,
+        "duration_s": 60.0,
+    }
     return LoadConfig(**(values | overrides))
 
 
@@ -194,8 +199,17 @@ def test_the_request_bound_cuts_the_plan() -> None:
 
 def test_the_plan_is_deterministic_for_a_seed() -> None:
     def fingerprint(seed: int) -> list[tuple[Any, ...]]:
-        return [(p.at_s, p.turn.session_id, p.turn.utterance.text, p.stream, p.temperature,
-                 tuple(p.headers.items())) for p in plan(config(seed=seed))]  # fmt: skip
+        return [
+            (
+                p.at_s,
+                p.turn.session_id,
+                p.turn.utterance.text,
+                p.stream,
+                p.temperature,
+                tuple(p.headers.items()),
+            )
+            for p in plan(config(seed=seed))
+        ]
 
     assert fingerprint(7) == fingerprint(7)
     assert fingerprint(7) != fingerprint(8)
@@ -216,8 +230,13 @@ def test_sessions_interleave_with_their_turns_in_order() -> None:
 
 def test_stream_share_and_temperature_mix_are_honoured() -> None:
     mix = parse_temperatures("0.7:0.5,none:0.4,0:0.1")
-    planned = list(plan(config(rate=100.0, max_requests=5000, duration_s=100.0,
-                               stream_share=0.3, temperatures=mix)))  # fmt: skip
+    planned = list(
+        plan(
+            config(
+                rate=100.0, max_requests=5000, duration_s=100.0, stream_share=0.3, temperatures=mix
+            )
+        )
+    )
     assert sum(p.stream for p in planned) / len(planned) == pytest.approx(0.3, abs=0.03)
     drawn = Counter(p.temperature for p in planned)
     for value, weight in mix:
@@ -261,10 +280,15 @@ class FakeSender:
             self.in_flight -= 1
         if self.fail(request):
             raise RuntimeError("sender bug")
-        return Outcome(ok=True, latency_s=self.latency_s, status=200,
-                       variant="v2" if request.index % 4 == 0 else "v1",
-                       ttft_s=0.05 if request.stream else None,
-                       prompt_tokens=10, completion_tokens=5)  # fmt: skip
+        return Outcome(
+            ok=True,
+            latency_s=self.latency_s,
+            status=200,
+            variant="v2" if request.index % 4 == 0 else "v1",
+            ttft_s=0.05 if request.stream else None,
+            prompt_tokens=10,
+            completion_tokens=5,
+        )
 
 
 async def simulate(cfg: LoadConfig, latency_s: float = 0.2, **kwargs: Any) -> tuple[Any, ...]:
@@ -342,9 +366,18 @@ async def test_hooks_see_every_record_and_periodic_progress(tmp_path: Path) -> N
     assert "sent=" in lines[-1].line()
     written = [json.loads(line) for line in out.read_text().splitlines()]
     assert sorted(w["index"] for w in written) == list(range(100))
-    assert set(written[0]) >= {"start", "variant", "cache", "outcome", "status",
-                               "latency_ms", "ttft_ms", "prompt_tokens", "completion_tokens",
-                               "error"}  # fmt: skip
+    assert set(written[0]) >= {
+        "start",
+        "variant",
+        "cache",
+        "outcome",
+        "status",
+        "latency_ms",
+        "ttft_ms",
+        "prompt_tokens",
+        "completion_tokens",
+        "error",
+    }
 
 
 async def test_a_failing_sender_or_hook_does_not_stop_the_run() -> None:
@@ -371,15 +404,33 @@ async def test_simulated_runs_are_repeatable() -> None:
 
 # -- the address rule ----------------------------------------------------------------------
 
-ALLOWED = ["http://127.0.0.1:8000/v1", "http://127.9.8.7/v1", "https://localhost:1/v1",
-           "http://[::1]:80/v1", "http://10.244.0.1:8000/v1", "http://10.244.255.254/v1",
-           "http://[::ffff:127.0.0.1]:8000/v1"]  # fmt: skip
-REFUSED = ["http://10.245.0.1/v1", "http://10.0.0.1/v1", "http://192.168.1.1/v1",
-           "http://8.8.8.8/v1", "http://example.com/v1", "http://localhost.example.com/v1",
-           "http://127.0.0.1.nip.io/v1", "http://127.0.0.1@example.com/v1",
-           "http://user:pw@127.0.0.1/v1", "ftp://127.0.0.1/v1", "http://0x7f.0.0.1/v1",
-           "http://2130706433/v1", "http://[::ffff:8.8.8.8]/v1", "http://[fe80::1]/v1",
-           "http:///v1", "127.0.0.1:8000/v1"]  # fmt: skip
+ALLOWED = [
+    "http://127.0.0.1:8000/v1",
+    "http://127.9.8.7/v1",
+    "https://localhost:1/v1",
+    "http://[::1]:80/v1",
+    "http://10.244.0.1:8000/v1",
+    "http://10.244.255.254/v1",
+    "http://[::ffff:127.0.0.1]:8000/v1",
+]
+REFUSED = [
+    "http://10.245.0.1/v1",
+    "http://10.0.0.1/v1",
+    "http://192.168.1.1/v1",
+    "http://8.8.8.8/v1",
+    "http://example.com/v1",
+    "http://localhost.example.com/v1",
+    "http://127.0.0.1.nip.io/v1",
+    "http://127.0.0.1@example.com/v1",
+    "http://user:pw@127.0.0.1/v1",
+    "ftp://127.0.0.1/v1",
+    "http://0x7f.0.0.1/v1",
+    "http://2130706433/v1",
+    "http://[::ffff:8.8.8.8]/v1",
+    "http://[fe80::1]/v1",
+    "http:///v1",
+    "127.0.0.1:8000/v1",
+]
 
 
 @pytest.mark.parametrize("url", ALLOWED)
@@ -405,8 +456,18 @@ async def test_a_client_pointed_elsewhere_is_refused_by_the_sender() -> None:
 
 
 def test_the_cli_refuses_a_remote_target_with_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["--base-url", "http://93.184.216.34/v1", "--model", "m", "--rate", "1",
-            "--max-requests", "1", "--duration", "1"]  # fmt: skip
+    args = [
+        "--base-url",
+        "http://93.184.216.34/v1",
+        "--model",
+        "m",
+        "--rate",
+        "1",
+        "--max-requests",
+        "1",
+        "--duration",
+        "1",
+    ]
     with pytest.raises(SystemExit) as exited:
         cli.main(args)
     assert exited.value.code == 2
@@ -420,18 +481,42 @@ USAGE = {"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14}
 
 
 def completion_body() -> dict[str, Any]:
-    return {"id": "c1", "object": "chat.completion", "created": 0, "model": "tiny",
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": "hello"}}],
-            "usage": USAGE}  # fmt: skip
+    return {
+        "id": "c1",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "tiny",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": "hello"},
+            }
+        ],
+        "usage": USAGE,
+    }
 
 
 def chunk(content: str | None = None, finish: str | None = None, **extra: Any) -> dict[str, Any]:
-    choices = [] if "usage" in extra else [
-        {"index": 0, "delta": {"role": "assistant", "content": content}, "finish_reason": finish}
-    ]  # fmt: skip
-    return {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": "tiny",
-            "choices": choices, **extra}  # fmt: skip
+    choices = (
+        []
+        if "usage" in extra
+        else [
+            {
+                "index": 0,
+                "delta": {"role": "assistant", "content": content},
+                "finish_reason": finish,
+            }
+        ]
+    )
+    return {
+        "id": "c1",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": "tiny",
+        "choices": choices,
+        **extra,
+    }
 
 
 def sse(*events: dict[str, Any] | str) -> bytes:
@@ -439,8 +524,9 @@ def sse(*events: dict[str, Any] | str) -> bytes:
     return "".join(f"data: {line}\n\n" for line in lines).encode()
 
 
-STREAM = sse(chunk(""), chunk("he"), chunk("llo"), chunk(finish="stop"), chunk(usage=USAGE),
-             "[DONE]")  # fmt: skip
+STREAM = sse(
+    chunk(""), chunk("he"), chunk("llo"), chunk(finish="stop"), chunk(usage=USAGE), "[DONE]"
+)
 SSE_HEADERS = {"content-type": "text/event-stream"}
 
 
@@ -457,8 +543,9 @@ async def send_via(
     client = sender.build_client(cfg, transport=httpx2.MockTransport(recording))
     openai_sender = sender.OpenAISender(cfg, RealClock(), client=client)
     first = next(iter(plan(cfg)))
-    planned = PlannedRequest(first.index, first.at_s, first.turn, stream, temperature,
-                             first.messages, first.headers)  # fmt: skip
+    planned = PlannedRequest(
+        first.index, first.at_s, first.turn, stream, temperature, first.messages, first.headers
+    )
     try:
         return await openai_sender.send(planned), seen
     finally:
@@ -511,12 +598,17 @@ async def test_a_stream_yields_time_to_first_token_and_usage() -> None:
 @pytest.mark.parametrize(
     ("response", "error", "status"),
     [
-        (httpx2.Response(503, json={"error": {"message": "down"}},
-                         headers={"x-sits-variant": "v1"}), "InternalServerError", 503),
+        (
+            httpx2.Response(
+                503, json={"error": {"message": "down"}}, headers={"x-sits-variant": "v1"}
+            ),
+            "InternalServerError",
+            503,
+        ),
         (httpx2.Response(429, json={"error": {"message": "slow down"}}), "RateLimitError", 429),
         (httpx2.Response(400, json={"error": {"message": "too long"}}), "BadRequestError", 400),
     ],
-)  # fmt: skip
+)
 async def test_error_statuses_are_recorded_with_class_status_and_variant(
     response: httpx2.Response, error: str, status: int
 ) -> None:
@@ -576,10 +668,20 @@ def test_percentiles_interpolate_between_ranks() -> None:
 
 
 def record(index: int, outcome: str, **fields: Any) -> RequestRecord:
-    base: dict[str, Any] = {"index": index, "session": "s", "turn": 1, "state": "login",
-                            "fingerprint": "f", "context_fields": 5, "family": None,
-                            "stream": False, "temperature": None, "scheduled_s": 0.0,
-                            "start": 0.0, "outcome": outcome}  # fmt: skip
+    base: dict[str, Any] = {
+        "index": index,
+        "session": "s",
+        "turn": 1,
+        "state": "login",
+        "fingerprint": "f",
+        "context_fields": 5,
+        "family": None,
+        "stream": False,
+        "temperature": None,
+        "scheduled_s": 0.0,
+        "start": 0.0,
+        "outcome": outcome,
+    }
     return RequestRecord(**(base | fields))
 
 
@@ -634,22 +736,54 @@ def test_a_completed_record_rounds_start_to_milliseconds() -> None:
 
 @pytest.mark.parametrize(
     "bad",
-    [{"rate": 0.0}, {"max_requests": 0}, {"duration_s": 0.0}, {"duration_s": math.inf},
-     {"concurrency": 0}, {"stream_share": 1.5}, {"repeat_share": -0.1}, {"model": ""},
-     {"temperatures": ()}, {"temperatures": ((0.7, 0.0),)}, {"drain_timeout_s": 0.0}],
-)  # fmt: skip
+    [
+        {"rate": 0.0},
+        {"max_requests": 0},
+        {"duration_s": 0.0},
+        {"duration_s": math.inf},
+        {"concurrency": 0},
+        {"stream_share": 1.5},
+        {"repeat_share": -0.1},
+        {"model": ""},
+        {"temperatures": ()},
+        {"temperatures": ((0.7, 0.0),)},
+        {"drain_timeout_s": 0.0},
+    ],
+)
 def test_a_config_without_sane_bounds_is_refused(bad: dict[str, Any]) -> None:
     with pytest.raises(ValueError):  # noqa: PT011 (each case has its own message)
         config(**bad)
 
 
 def test_the_command_line_maps_onto_the_config() -> None:
-    args = cli.build_parser().parse_args([
-        "--base-url", BASE, "--model", "chat", "--rate", "8", "--max-requests", "40",
-        "--duration", "10", "--seed", "5", "--stream-share", "0.25", "--context-mode", "header",
-        "--temperature", "0:1,none:3", "--header", "x-sits-cache: bypass",
-        "--extra-body", '{"ignore_eos": true}', "--out", "r.jsonl",
-    ])  # fmt: skip
+    args = cli.build_parser().parse_args(
+        [
+            "--base-url",
+            BASE,
+            "--model",
+            "chat",
+            "--rate",
+            "8",
+            "--max-requests",
+            "40",
+            "--duration",
+            "10",
+            "--seed",
+            "5",
+            "--stream-share",
+            "0.25",
+            "--context-mode",
+            "header",
+            "--temperature",
+            "0:1,none:3",
+            "--header",
+            "x-sits-cache: bypass",
+            "--extra-body",
+            '{"ignore_eos": true}',
+            "--out",
+            "r.jsonl",
+        ]
+    )
     cfg = cli.config_from(args)
     assert (cfg.rate, cfg.max_requests, cfg.duration_s, cfg.seed) == (8.0, 40, 10.0, 5)
     assert (cfg.stream_share, cfg.context_mode) == (0.25, "header")

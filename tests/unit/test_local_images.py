@@ -44,8 +44,14 @@ def members(tar_path: Path) -> list[tarfile.TarInfo]:
 
 
 def sample_tree(base: Path) -> Path:
-    tree = make_tree(base, {"etc/a.conf": "a\n", "usr/bin/tool": "#!/bin/sh\n",
-                            "x" * 60 + "/" + "y" * 60: "long name\n"})  # fmt: skip
+    tree = make_tree(
+        base,
+        {
+            "etc/a.conf": "a\n",
+            "usr/bin/tool": "#!/bin/sh\n",
+            "x" * 60 + "/" + "y" * 60: "long name\n",
+        },
+    )
     (tree / "usr" / "bin" / "tool").chmod(0o755)
     (tree / "usr" / "bin" / "alias").symlink_to("tool")
     os.link(tree / "etc" / "a.conf", tree / "etc" / "b.conf")
@@ -56,8 +62,9 @@ def sample_tree(base: Path) -> Path:
 
 
 def test_the_same_content_gives_the_same_layer_digest_whenever_it_was_made(tmp_path: Path) -> None:
-    one = write_layer(sample_tree(tmp_path / "one"), sorted(snapshot(tmp_path / "one")), [],
-                      tmp_path / "one.tar")  # fmt: skip
+    one = write_layer(
+        sample_tree(tmp_path / "one"), sorted(snapshot(tmp_path / "one")), [], tmp_path / "one.tar"
+    )
     two_tree = sample_tree(tmp_path / "two")
     for path in two_tree.rglob("*"):  # made later still: clamped to the same time
         os.utime(path, (NEW + 999, NEW + 999), follow_symlinks=False)
@@ -106,11 +113,18 @@ def test_runtime_mount_points_are_empty_in_layers(tmp_path: Path) -> None:
 @pytest.fixture
 def lower_and_upper(tmp_path: Path) -> tuple[Path, Path, layers.Snapshot]:
     """A lower tree, its snapshot, and an upper tree made from it with ``cp -al``."""
-    lower = make_tree(tmp_path / "lower", {
-        "keep/same.txt": "same", "keep/replaced.txt": "old", "keep/gone.txt": "bye",
-        "olddir/a/b.txt": "deep", "appended.txt": "x", "chmodded.sh": "#!",
-        "becomes_file/inner.txt": "i",
-    })  # fmt: skip
+    lower = make_tree(
+        tmp_path / "lower",
+        {
+            "keep/same.txt": "same",
+            "keep/replaced.txt": "old",
+            "keep/gone.txt": "bye",
+            "olddir/a/b.txt": "deep",
+            "appended.txt": "x",
+            "chmodded.sh": "#!",
+            "becomes_file/inner.txt": "i",
+        },
+    )
     before = snapshot(lower)
     upper = tmp_path / "upper"
     subprocess.run(["cp", "-al", str(lower), str(upper)], check=True)
@@ -134,9 +148,15 @@ def test_a_diff_holds_only_what_changed_and_whiteouts_for_what_went(
     (upper / "becomes_file").write_text("now a file")
     changed, whiteouts = diff(before, snapshot(upper))
     assert set(changed) == {
-        "keep", "keep/replaced.txt", "new", "new/sub", "new/sub/file.txt", "appended.txt",
-        "chmodded.sh", "becomes_file",
-    }  # fmt: skip
+        "keep",
+        "keep/replaced.txt",
+        "new",
+        "new/sub",
+        "new/sub/file.txt",
+        "appended.txt",
+        "chmodded.sh",
+        "becomes_file",
+    }
     # Only the top-most removed path; none for a directory that became a file.
     assert sorted(whiteouts) == ["keep/gone.txt", "olddir"]
 
@@ -149,8 +169,9 @@ def test_an_untouched_copy_has_an_empty_diff(
 
 
 def test_whiteouts_are_written_as_oci_wh_files_and_replay_to_the_upper_tree(
-    tmp_path: Path, lower_and_upper: tuple[Path, Path, layers.Snapshot],
-) -> None:  # fmt: skip
+    tmp_path: Path,
+    lower_and_upper: tuple[Path, Path, layers.Snapshot],
+) -> None:
     lower, upper, before = lower_and_upper
     base = layers.write_full_layer(lower, tmp_path / "base.tar")
     (upper / "keep" / "gone.txt").unlink()
@@ -174,13 +195,15 @@ def listing(tree: Path) -> dict[str, str]:
 
 
 def test_a_new_name_for_a_lower_file_is_stored_whole_not_as_a_dangling_link(
-    lower_and_upper: tuple[Path, Path, layers.Snapshot], tmp_path: Path,
-) -> None:  # fmt: skip
+    lower_and_upper: tuple[Path, Path, layers.Snapshot],
+    tmp_path: Path,
+) -> None:
     _, upper, before = lower_and_upper
     os.link(upper / "keep" / "same.txt", upper / "keep" / "alias.txt")
     changed, whiteouts = diff(before, snapshot(upper))
-    entries = {m.name: m for m in members(write_layer(upper, changed, whiteouts,
-                                                      tmp_path / "l.tar").path)}  # fmt: skip
+    entries = {
+        m.name: m for m in members(write_layer(upper, changed, whiteouts, tmp_path / "l.tar").path)
+    }
     assert "keep/same.txt" not in changed  # same inode as in the snapshot
     assert entries["keep/alias.txt"].isfile()
     assert entries["keep/alias.txt"].size == len("same")
@@ -201,17 +224,23 @@ def test_file_capabilities_travel_as_pax_xattrs(tmp_path: Path) -> None:
 # -- OCI layout -----------------------------------------------------------------------------
 
 CONFIG = oci.ImageConfig(
-    entrypoint=("python3", "-m", "x"), cmd=("--flag",), env=(("HOME", "/home/sits"),),
-    user="10001:0", workdir="/home/sits", ports=("8000/tcp", "53/udp"),
+    entrypoint=("python3", "-m", "x"),
+    cmd=("--flag",),
+    env=(("HOME", "/home/sits"),),
+    user="10001:0",
+    workdir="/home/sits",
+    ports=("8000/tcp", "53/udp"),
     labels=(("org.opencontainers.image.title", "t"),),
-)  # fmt: skip
+)
 
 
 def two_layers(tmp_path: Path) -> list[layers.LayerBlob]:
     lower = make_tree(tmp_path / "lower", {"a": "1"})
     upper = make_tree(tmp_path / "upper", {"b": "2"})
-    return [layers.write_full_layer(lower, tmp_path / "l1.tar"),
-            layers.write_full_layer(upper, tmp_path / "l2.tar")]  # fmt: skip
+    return [
+        layers.write_full_layer(lower, tmp_path / "l1.tar"),
+        layers.write_full_layer(upper, tmp_path / "l2.tar"),
+    ]
 
 
 def test_the_layout_tar_is_what_containerd_imports(tmp_path: Path) -> None:
@@ -222,8 +251,10 @@ def test_the_layout_tar_is_what_containerd_imports(tmp_path: Path) -> None:
     assert {"oci-layout", "index.json"} <= set(got["names"])
     (entry,) = got["index"]["manifests"]
     assert entry["digest"] == desc.digest
-    assert entry["annotations"] == {"io.containerd.image.name": "sits.local/demo:1.2.3",
-                                    "org.opencontainers.image.ref.name": "1.2.3"}  # fmt: skip
+    assert entry["annotations"] == {
+        "io.containerd.image.name": "sits.local/demo:1.2.3",
+        "org.opencontainers.image.ref.name": "1.2.3",
+    }
     assert [la["digest"] for la in got["manifest"]["layers"]] == [b.digest for b in blobs]
     assert {la["mediaType"] for la in got["manifest"]["layers"]} == {oci.MEDIA_LAYER}
     assert got["config"]["rootfs"] == {"type": "layers", "diff_ids": [b.digest for b in blobs]}
@@ -248,11 +279,14 @@ def test_the_manifest_digest_is_reproducible(tmp_path: Path) -> None:
 def test_the_config_carries_the_runtime_settings() -> None:
     got = json.loads(oci.config_json(CONFIG, ["sha256:" + "0" * 64], ["x"]))["config"]
     assert got == {
-        "Entrypoint": ["python3", "-m", "x"], "Cmd": ["--flag"], "Env": ["HOME=/home/sits"],
-        "User": "10001:0", "WorkingDir": "/home/sits",
+        "Entrypoint": ["python3", "-m", "x"],
+        "Cmd": ["--flag"],
+        "Env": ["HOME=/home/sits"],
+        "User": "10001:0",
+        "WorkingDir": "/home/sits",
         "ExposedPorts": {"8000/tcp": {}, "53/udp": {}},
         "Labels": {"org.opencontainers.image.title": "t"},
-    }  # fmt: skip
+    }
 
 
 def test_a_reference_needs_a_tag() -> None:
@@ -283,8 +317,10 @@ def dockerfile_mismatches(text: str, config: oci.ImageConfig) -> list[str]:
     useradd = re.search(r"useradd .*-u (\d+) -g (\d+)", " ".join(a for n, a in steps if n == "RUN"))
     if not useradd or (useradd[1], useradd[2]) != (uid, gid):
         found.append(f"useradd uid/gid vs {config.user}")
-    exposed = {p if "/" in p else f"{p}/tcp" for p in " ".join(
-        a for n, a in steps if n == "EXPOSE").split()}  # fmt: skip
+    exposed = {
+        p if "/" in p else f"{p}/tcp"
+        for p in " ".join(a for n, a in steps if n == "EXPOSE").split()
+    }
     if exposed != set(config.ports):
         found.append(f"EXPOSE {sorted(exposed)} vs {sorted(config.ports)}")
     env = dict(re.findall(r"(\w+)=(\S+)", " ".join(a for n, a in steps if n == "ENV")))
@@ -320,7 +356,7 @@ def test_local_images_match_their_dockerfiles(short: str) -> None:
         ("PATH=/opt/venv/bin:", "PATH=/usr/venv/bin:"),
         ("CMD []", 'CMD ["--port", "8001"]'),
     ],
-)  # fmt: skip
+)
 def test_the_dockerfile_check_fails_on_a_mismatch(original: str, changed: str) -> None:
     text = DOCKERFILES["sits-inference"].read_text()
     assert original in text, "the Dockerfile changed: update this test's sample"
@@ -400,8 +436,9 @@ def test_mount_points_are_found_below_a_root_only(tmp_path: Path) -> None:
 
 
 def test_a_tree_with_something_mounted_below_is_never_deleted(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     tree = make_tree(tmp_path / "tree", {"dev/x": ""})
     monkeypatch.setattr(rootfs, "mounts_under", lambda root, info=None: [f"{root}/dev"])
     with pytest.raises(rootfs.RootfsError, match="refusing to delete"):
@@ -534,8 +571,10 @@ def test_images_come_back_in_the_order_asked_for(fakes: FakeStages) -> None:
 
 
 def test_the_cli_lists_the_real_images_without_building(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     monkeypatch.setenv("SITS_CACHE_DIR", str(tmp_path))
     assert cli_main(["build", "--list"]) == 0
     out = capsys.readouterr().out
@@ -547,8 +586,7 @@ def test_the_cli_lists_the_real_images_without_building(
 
 def test_a_missing_coredns_binary_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(scratch.ScratchError, match=r"build-control-plane\.sh"):
-        image_build.ensure_images(["coredns"], progress=quiet,
-                                  coredns_binary=tmp_path / "coredns")  # fmt: skip
+        image_build.ensure_images(["coredns"], progress=quiet, coredns_binary=tmp_path / "coredns")
 
 
 # -- containerd import, against a stand-in ctr ------------------------------------------------
@@ -578,8 +616,9 @@ esac
 
 def built(name: str, digest: str, tmp_path: Path) -> image_build.BuiltImage:
     short = name.split("/")[1].split(":")[0]
-    return image_build.BuiltImage(short, name, tmp_path / f"{short}.tar", f"sha256:{digest * 64}",
-                                  10, ())  # fmt: skip
+    return image_build.BuiltImage(
+        short, name, tmp_path / f"{short}.tar", f"sha256:{digest * 64}", 10, ()
+    )
 
 
 def test_only_images_containerd_lacks_are_imported(tmp_path: Path) -> None:
@@ -614,8 +653,14 @@ def test_layers_containerd_holds_are_left_out_of_the_imported_tar(tmp_path: Path
     config = oci.config_json(CONFIG, [b.digest for b in blobs], ["lower", "upper"])
     tar = tmp_path / "app.oci.tar"
     manifest = oci.write_layout_tar(tar, "sits.local/app:2", config, blobs)
-    image = image_build.BuiltImage("app", "sits.local/app:2", tar, manifest.digest,
-                                   tar.stat().st_size, tuple(b.digest for b in blobs))  # fmt: skip
+    image = image_build.BuiltImage(
+        "app",
+        "sits.local/app:2",
+        tar,
+        manifest.digest,
+        tar.stat().st_size,
+        tuple(b.digest for b in blobs),
+    )
     row = f"{image.name} application/vnd.oci.image.manifest.v1+json {image.manifest_digest} 1 x -\n"
     script = fake_ctr(tmp_path, before="", after=row, blobs=f"{blobs[0].digest}\nsha256:other\n")
     lines: list[str] = []

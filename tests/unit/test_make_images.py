@@ -54,9 +54,13 @@ def run_script(
     log = tmp_path / "calls.log"
     log.unlink(missing_ok=True)
     result = subprocess.run(
-        [BASH, str(script)], capture_output=True, text=True, timeout=60, check=False,
+        [BASH, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
         env={"PATH": str(path), "STUB_LOG": str(log), **env},
-    )  # fmt: skip
+    )
     lines = log.read_text().splitlines() if log.exists() else []
     calls = [(cwd, args.split()) for cwd, _, args in (line.partition("\t") for line in lines)]
     return result, calls
@@ -162,9 +166,10 @@ def test_another_registry_keeps_the_names_and_the_tag(tmp_path: Path) -> None:
 
 def test_extra_build_arguments_reach_both_builds(tmp_path: Path) -> None:
     result, calls = run_script(
-        tmp_path, stub_bin(tmp_path, "buildah"),
+        tmp_path,
+        stub_bin(tmp_path, "buildah"),
         SITS_IMAGE_BUILD_ARGS="--build-arg PIP_EXTRA_INDEX_URL=http://127.0.0.1:1/simple",
-    )  # fmt: skip
+    )
     assert result.returncode == 0, result.stderr
     for _, args in calls:
         assert args[5:7] == ["--build-arg", "PIP_EXTRA_INDEX_URL=http://127.0.0.1:1/simple"]
@@ -181,7 +186,7 @@ def _copy_of_the_repository(tmp_path: Path) -> Path:
         "charts/sits-operator/values.yaml",
     ):
         (copy / relative).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(ROOT / relative, copy / relative)  # fmt: skip
+        shutil.copy2(ROOT / relative, copy / relative)
     return copy
 
 

@@ -243,8 +243,19 @@ def test_retry_after_numeric_only(value: str | None, seconds: float | None) -> N
 
 @pytest.mark.parametrize(
     ("status", "retry"),
-    [(200, False), (400, False), (401, False), (404, False), (408, True), (429, True),
-     (500, True), (502, True), (503, True), (504, True), (501, False)],
-)  # fmt: skip
+    [
+        (200, False),
+        (400, False),
+        (401, False),
+        (404, False),
+        (408, True),
+        (429, True),
+        (500, True),
+        (502, True),
+        (503, True),
+        (504, True),
+        (501, False),
+    ],
+)
 def test_retryable_statuses(status: int, retry: bool) -> None:
     assert m.retryable(status) is retry

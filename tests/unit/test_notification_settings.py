@@ -28,15 +28,28 @@ def test_the_chart_shape_is_read(tmp_path: Path) -> None:
     (tmp_path / "..data").mkdir()  # a mounted Secret's bookkeeping
     config = {
         "webhooks": [
-            {"name": "slack", "format": "slack", "urlEnv": "SITS_NOTIFICATIONS_URL_0",
-             "events": ["RolledBack", "phase"]},
-            {"name": "ce", "format": "cloudevents", "url": "http://127.0.0.1:9/ce",
-             "headers": {"X-Team": "ml"}, "headersDir": str(tmp_path)},
+            {
+                "name": "slack",
+                "format": "slack",
+                "urlEnv": "SITS_NOTIFICATIONS_URL_0",
+                "events": ["RolledBack", "phase"],
+            },
+            {
+                "name": "ce",
+                "format": "cloudevents",
+                "url": "http://127.0.0.1:9/ce",
+                "headers": {"X-Team": "ml"},
+                "headersDir": str(tmp_path),
+            },
             {"name": "plain", "url": "https://example.com/hook"},
         ],
-        "queueSize": 8, "timeoutSeconds": 2, "maxAttempts": 3, "backoffSeconds": 0.5,
-        "maxBackoffSeconds": 4, "drainSeconds": 1,
-    }  # fmt: skip
+        "queueSize": 8,
+        "timeoutSeconds": 2,
+        "maxAttempts": 3,
+        "backoffSeconds": 0.5,
+        "maxBackoffSeconds": 4,
+        "drainSeconds": 1,
+    }
     settings = settings_from_env(
         env(config, SITS_NOTIFICATIONS_URL_0="https://hooks.slack.com/services/T/B/x")
     ).notifications

@@ -166,10 +166,14 @@ async def flush(notifier: WebhookNotifier) -> None:
 async def test_each_format_arrives_with_its_content_type_and_headers(receiver: Receiver) -> None:
     hooks = (
         WebhookSettings("slack", receiver.url("/slack"), WebhookFormat.SLACK),
-        WebhookSettings("json", receiver.url("/json"), WebhookFormat.JSON,
-                        headers=(("Authorization", "Bearer t"),)),
+        WebhookSettings(
+            "json",
+            receiver.url("/json"),
+            WebhookFormat.JSON,
+            headers=(("Authorization", "Bearer t"),),
+        ),
         WebhookSettings("ce", receiver.url("/ce"), WebhookFormat.CLOUDEVENTS),
-    )  # fmt: skip
+    )
     async with running(*hooks) as (notifier, results, sleeps):
         notifier.publish(event())
         await flush(notifier)

@@ -244,9 +244,13 @@ async def test_the_router_sends_a_json_patch_under_its_field_manager() -> None:
     assert [kind for kind, _ in custom.calls] == ["get", "patch"]  # own namespace: no grant
     args, kwargs = custom.calls[-1][1]
     assert args == (
-        "gateway.networking.k8s.io", "v1", "team-a", "httproutes", "chat",
+        "gateway.networking.k8s.io",
+        "v1",
+        "team-a",
+        "httproutes",
+        "chat",
         [TEST_RV, weight_op(0, 0, 75), weight_op(0, 1, 25)],
-    )  # fmt: skip
+    )
     assert kwargs == {"field_manager": "sits-operator", "_content_type": JSON_PATCH}
 
 

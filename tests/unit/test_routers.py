@@ -84,14 +84,22 @@ A, B = GatewayPod("chat-gateway-a", "10.0.0.1"), GatewayPod("chat-gateway-b", "1
 @pytest.mark.parametrize(
     ("pods", "answers", "expected"),
     [
-        pytest.param([A, B], {A.name: {"v1": 80, "v2": 20}, B.name: {"v1": 80, "v2": 20}},
-                     {"v1": 80, "v2": 20}, id="all-agree"),
-        pytest.param([A, B], {A.name: {"v1": 80, "v2": 20}, B.name: {"v1": 90, "v2": 10}},
-                     {}, id="mid-change"),
+        pytest.param(
+            [A, B],
+            {A.name: {"v1": 80, "v2": 20}, B.name: {"v1": 80, "v2": 20}},
+            {"v1": 80, "v2": 20},
+            id="all-agree",
+        ),
+        pytest.param(
+            [A, B],
+            {A.name: {"v1": 80, "v2": 20}, B.name: {"v1": 90, "v2": 10}},
+            {},
+            id="mid-change",
+        ),
         pytest.param([A, B], {A.name: {"v1": 80, "v2": 20}, B.name: None}, {}, id="one-silent"),
         pytest.param([], {}, {}, id="no-ready-pod"),
     ],
-)  # fmt: skip
+)
 async def test_builtin_router_reads_the_weights_every_gateway_pod_agrees_on(
     pods: list[GatewayPod], answers: dict[str, dict[str, int] | None], expected: dict[str, int]
 ) -> None:

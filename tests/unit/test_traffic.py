@@ -65,8 +65,10 @@ def view(
 
 
 def decided_at(seconds: float) -> dict[str, Any]:
-    return {"weights": [{"variant": k, "weight": v} for k, v in NEW.items()],
-            "decidedAt": to_timestamp(seconds)}  # fmt: skip
+    return {
+        "weights": [{"variant": k, "weight": v} for k, v in NEW.items()],
+        "decidedAt": to_timestamp(seconds),
+    }
 
 
 def test_a_new_decision_is_stamped_now_and_kept_while_it_stays() -> None:
@@ -140,9 +142,12 @@ def test_other_routers_show_the_decision_and_ask_no_gateway(router: RouterKind) 
 
 def inputs(reports: tuple[GatewayReport, ...] | None, now: float, **kw: Any) -> StatusInputs:
     raw_spec = kw.pop("spec", None) or spec(
-        variant(), variant("v2", "candidate"), traffic={"initialWeights": [
-            {"variant": "v1", "weight": 75}, {"variant": "v2", "weight": 25}]}
-    )  # fmt: skip
+        variant(),
+        variant("v2", "candidate"),
+        traffic={
+            "initialWeights": [{"variant": "v1", "weight": 75}, {"variant": "v2", "weight": 25}]
+        },
+    )
     ready = (
         ObservedDeployment("v1", "r1", 1, 1, 1, 1, 1, 1),
         ObservedDeployment("v2", "r1", 1, 1, 1, 1, 1, 1),

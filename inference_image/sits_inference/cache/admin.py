@@ -70,9 +70,11 @@ def _authorise(sidecar: Sidecar, request: web.Request) -> None:
     given = request.headers.get("Authorization", "")
     if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
         raise ApiError(
-            401, "The admin endpoints need 'Authorization: Bearer <token>'.",
-            type=ErrorType.AUTHENTICATION, code="invalid_admin_token",
-        )  # fmt: skip
+            401,
+            "The admin endpoints need 'Authorization: Bearer <token>'.",
+            type=ErrorType.AUTHENTICATION,
+            code="invalid_admin_token",
+        )
 
 
 def _filters(raw: bytes) -> dict[str, str]:

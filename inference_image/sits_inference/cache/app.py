@@ -135,14 +135,20 @@ class Sidecar:
             skip_auto_headers=("User-Agent", "Accept-Encoding"),
         )
         self._monitor = UpstreamMonitor(
-            self._session, self.settings.upstream, metrics=self.metrics,
-            on_up=self._upstream_came_up, interval_s=self.settings.health_interval_s,
-        )  # fmt: skip
+            self._session,
+            self.settings.upstream,
+            metrics=self.metrics,
+            on_up=self._upstream_came_up,
+            interval_s=self.settings.health_interval_s,
+        )
         self._relay = Relay(
-            self._session, self.settings.upstream, self._monitor, self.metrics,
+            self._session,
+            self.settings.upstream,
+            self._monitor,
+            self.metrics,
             connect_timeout_s=self.settings.connect_timeout_s,
             read_timeout_s=self.settings.upstream_timeout_s,
-        )  # fmt: skip
+        )
         if self.tiers.vector is not None:
             await self.tiers.vector.start()
         if self.tiers.lora is not None:
@@ -219,8 +225,10 @@ class Sidecar:
             self.metrics.invalidations.labels(Invalidation.MODEL_CHANGED).inc(removed)
             log.warning(
                 "vLLM now serves %s (was %s): %d cached answers dropped",
-                event.current, event.previous, removed,
-            )  # fmt: skip
+                event.current,
+                event.previous,
+                removed,
+            )
         lora = self.tiers.lora
         if lora is not None:
             self.spawn(lora.upstream_restarted(), "sits-cache-lora-reapply")
@@ -362,11 +370,15 @@ class Sidecar:
         return Forward(
             path=request.raw_path,
             body=call.upstream_body(model=served_model, add_usage=add_usage),
-            kind=call.kind, client_model=call.model, served_model=served_model,
-            strip_usage=add_usage, cache_headers=headers,
+            kind=call.kind,
+            client_model=call.model,
+            served_model=served_model,
+            strip_usage=add_usage,
+            cache_headers=headers,
             store=self._storer(admission) if admission is not None else None,
-            record=rec, started=started,
-        )  # fmt: skip
+            record=rec,
+            started=started,
+        )
 
     async def _follow(
         self, request: web.Request, call: InferenceCall, admission: Admission, rec: RequestRecord
@@ -393,9 +405,12 @@ class Sidecar:
         if semantic is None:
             return self._skip(SkipReason.DISABLED)
         request = CacheRequest(
-            kind=call.kind, body=call.doc, model=call.model, revision=self.settings.revision,
+            kind=call.kind,
+            body=call.doc,
+            model=call.model,
+            revision=self.settings.revision,
             adapter_digest=lease.digest if lease is not None else None,
-        )  # fmt: skip
+        )
         try:
             admission = semantic.admit(request)
         except Exception:  # L1 must never turn a valid request into a crash

@@ -35,10 +35,13 @@ async def serve(settings: SidecarSettings, stop: asyncio.Event | None = None) ->
     running = await start_sidecar(settings, tiers, metrics)
     log.info(
         "sits-cache listening on %s, vLLM at %s (revision %r; L1 %s, L2 %s, L3 %s)",
-        running.url, settings.upstream, settings.revision,
-        "on" if tiers.semantic else "off", "on" if tiers.vector else "off",
+        running.url,
+        settings.upstream,
+        settings.revision,
+        "on" if tiers.semantic else "off",
+        "on" if tiers.vector else "off",
         f"{len(settings.lora_adapters)} adapters" if tiers.lora else "off",
-    )  # fmt: skip
+    )
     try:
         await stop.wait()
     finally:

@@ -165,9 +165,14 @@ def response_document(
         else:
             body = {"text": c.text}
         choices.append(
-            {"index": c.index, **body, "logprobs": None, "finish_reason": c.finish_reason,
-             "stop_reason": c.stop_reason}
-        )  # fmt: skip
+            {
+                "index": c.index,
+                **body,
+                "logprobs": None,
+                "finish_reason": c.finish_reason,
+                "stop_reason": c.stop_reason,
+            }
+        )
     doc: dict[str, Any] = {
         "id": response_id or new_response_id(cached.kind),
         "object": _OBJECT[cached.kind],
@@ -190,17 +195,31 @@ def _chunk_choices(kind: Kind, choice: CachedChoice, piece_chars: int) -> Iterat
     """The per-choice deltas of a stream, in the order vLLM and OpenAI send them."""
     i = choice.index
     if kind == "chat":
-        yield {"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
-               "finish_reason": None}  # fmt: skip
+        yield {
+            "index": i,
+            "delta": {"role": "assistant", "content": ""},
+            "logprobs": None,
+            "finish_reason": None,
+        }
         for piece in _pieces(choice.text, piece_chars):
             yield {"index": i, "delta": {"content": piece}, "logprobs": None, "finish_reason": None}
-        yield {"index": i, "delta": {}, "logprobs": None, "finish_reason": choice.finish_reason,
-               "stop_reason": choice.stop_reason}  # fmt: skip
+        yield {
+            "index": i,
+            "delta": {},
+            "logprobs": None,
+            "finish_reason": choice.finish_reason,
+            "stop_reason": choice.stop_reason,
+        }
         return
     for piece in _pieces(choice.text, piece_chars):
         yield {"index": i, "text": piece, "logprobs": None, "finish_reason": None}
-    yield {"index": i, "text": "", "logprobs": None, "finish_reason": choice.finish_reason,
-           "stop_reason": choice.stop_reason}  # fmt: skip
+    yield {
+        "index": i,
+        "text": "",
+        "logprobs": None,
+        "finish_reason": choice.finish_reason,
+        "stop_reason": choice.stop_reason,
+    }
 
 
 def stream_events(

@@ -300,16 +300,20 @@ class Relay:
 
     def _timeout_failure(self) -> SendError:
         error = ApiError(
-            504, f"The model server did not answer within {self._read_timeout_s:g} s.",
-            type=ErrorType.TIMEOUT, code="upstream_timeout",
-        )  # fmt: skip
+            504,
+            f"The model server did not answer within {self._read_timeout_s:g} s.",
+            type=ErrorType.TIMEOUT,
+            code="upstream_timeout",
+        )
         return SendError(UpstreamFailure.TIMEOUT, error)
 
     def _broken_failure(self, exc: BaseException) -> SendError:
         error = ApiError(
-            502, f"The connection to the model server broke ({type(exc).__name__}).",
-            type=ErrorType.UPSTREAM, code="bad_gateway",
-        )  # fmt: skip
+            502,
+            f"The connection to the model server broke ({type(exc).__name__}).",
+            type=ErrorType.UPSTREAM,
+            code="bad_gateway",
+        )
         return SendError(UpstreamFailure.CONNECTION, error)
 
     def _timed_out(self) -> ApiError:

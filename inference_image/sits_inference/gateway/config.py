@@ -71,19 +71,35 @@ def build_parser() -> argparse.ArgumentParser:
     add("--deployment", default=_env("deployment"), help="kubernetes source: SitsDeployment")
     add("--kubeconfig", default=_env("kubeconfig"), help="default: in-cluster, else ~/.kube")
     add("--max-body-bytes", type=int, default=int(_env("max_body_bytes") or d.max_body_bytes))
-    add("--connect-timeout", type=float, dest="connect_timeout_s",
-        default=float(_env("connect_timeout") or d.connect_timeout_s))  # fmt: skip
-    add("--upstream-timeout", type=float, dest="upstream_timeout_s",
-        default=float(_env("upstream_timeout") or d.upstream_timeout_s))  # fmt: skip
-    add("--upstream-keepalive", type=float, dest="upstream_keepalive_s",
+    add(
+        "--connect-timeout",
+        type=float,
+        dest="connect_timeout_s",
+        default=float(_env("connect_timeout") or d.connect_timeout_s),
+    )
+    add(
+        "--upstream-timeout",
+        type=float,
+        dest="upstream_timeout_s",
+        default=float(_env("upstream_timeout") or d.upstream_timeout_s),
+    )
+    add(
+        "--upstream-keepalive",
+        type=float,
+        dest="upstream_keepalive_s",
         default=float(_env("upstream_keepalive") or d.upstream_keepalive_s),
-        help="seconds an idle upstream connection is kept (below the upstream's own)")  # fmt: skip
+        help="seconds an idle upstream connection is kept (below the upstream's own)",
+    )
     add("--pool-limit", type=int, default=int(_env("pool_limit") or d.pool_limit))
     add("--session-header", default=_env("session_header", d.session_header))
     add("--use-openai-user", type=_flag, default=_flag(_env("use_openai_user") or "true"))
     add("--stream-usage", type=_flag, default=_flag(_env("stream_usage") or "true"))
-    add("--genai-metrics", type=_flag, default=_flag(_env("genai_metrics") or "false"),
-        help="also export the OpenTelemetry GenAI server histograms")  # fmt: skip
+    add(
+        "--genai-metrics",
+        type=_flag,
+        default=_flag(_env("genai_metrics") or "false"),
+        help="also export the OpenTelemetry GenAI server histograms",
+    )
     add("--otlp-endpoint", default=_env("otlp_endpoint"), help="OTLP/HTTP traces URL")
     add("--log-level", default=_env("log_level", d.log_level))
     return p

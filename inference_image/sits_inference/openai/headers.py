@@ -16,11 +16,20 @@ from multidict import CIMultiDict, CIMultiDictProxy
 HOP_BY_HOP = frozenset(
     h.lower()
     for h in (
-        "Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "TE",
-        "Trailer", "Transfer-Encoding", "Upgrade", "Host", "Content-Length",
-        "Accept-Encoding", "Expect",
+        "Connection",
+        "Keep-Alive",
+        "Proxy-Authenticate",
+        "Proxy-Authorization",
+        "TE",
+        "Trailer",
+        "Transfer-Encoding",
+        "Upgrade",
+        "Host",
+        "Content-Length",
+        "Accept-Encoding",
+        "Expect",
     )
-)  # fmt: skip
+)
 # The response's own Server and Date would describe the upstream, not the proxy.
 _RESPONSE_DROP = frozenset({*HOP_BY_HOP, "server", "date"} - {"accept-encoding"})
 

@@ -43,14 +43,64 @@ from .usage import Usage
 
 # Fine between 10 ms and 2 s (SITS2026 thresholds: 45, 95, 120, 200, 350 ms), then coarse.
 LATENCY_BUCKETS = (
-    0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.035, 0.04, 0.045, 0.05, 0.06, 0.07, 0.08,
-    0.09, 0.095, 0.1, 0.12, 0.14, 0.16, 0.18, 0.2, 0.225, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6,
-    0.75, 1.0, 1.25, 1.5, 2.0, 3.0, 5.0, 10.0, 30.0, 60.0,
-)  # fmt: skip
+    0.005,
+    0.01,
+    0.015,
+    0.02,
+    0.025,
+    0.03,
+    0.035,
+    0.04,
+    0.045,
+    0.05,
+    0.06,
+    0.07,
+    0.08,
+    0.09,
+    0.095,
+    0.1,
+    0.12,
+    0.14,
+    0.16,
+    0.18,
+    0.2,
+    0.225,
+    0.25,
+    0.3,
+    0.35,
+    0.4,
+    0.5,
+    0.6,
+    0.75,
+    1.0,
+    1.25,
+    1.5,
+    2.0,
+    3.0,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+)
 PER_TOKEN_BUCKETS = (
-    0.001, 0.002, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15,
-    0.2, 0.3, 0.5, 1.0,
-)  # fmt: skip
+    0.001,
+    0.002,
+    0.005,
+    0.01,
+    0.015,
+    0.02,
+    0.025,
+    0.03,
+    0.04,
+    0.05,
+    0.075,
+    0.1,
+    0.15,
+    0.2,
+    0.3,
+    0.5,
+    1.0,
+)
 CLIENT_CLOSED = 499  # nginx's code for "the client went away before the answer"
 # Rough bytes per token of a request body, for the token bucket of answers without usage.
 BYTES_PER_TOKEN = 4
@@ -71,9 +121,13 @@ class Outcome(enum.StrEnum):
 # token bucket): rate() ignores whatever a series already counted at its first scrape, so
 # an error series born with its first errors would hide them from the success-rate SLI.
 SEEDED_OUTCOMES = (
-    (Outcome.SUCCESS, "200"), (Outcome.ERROR, "500"), (Outcome.ERROR, "502"),
-    (Outcome.ERROR, "503"), (Outcome.ERROR, "504"), (Outcome.ERROR, "429"),
-)  # fmt: skip
+    (Outcome.SUCCESS, "200"),
+    (Outcome.ERROR, "500"),
+    (Outcome.ERROR, "502"),
+    (Outcome.ERROR, "503"),
+    (Outcome.ERROR, "504"),
+    (Outcome.ERROR, "429"),
+)
 
 
 class Source(enum.StrEnum):
@@ -86,8 +140,7 @@ class Source(enum.StrEnum):
 Key = tuple[str, ...]
 
 # ``source`` is last and empty unless set: empty label values are left out of a series.
-SERIES_LABELS = ("namespace", "sits_deployment", "variant", "operation", "token_bucket",
-                 "source")  # fmt: skip
+SERIES_LABELS = ("namespace", "sits_deployment", "variant", "operation", "token_bucket", "source")
 REQUEST_LABELS = (*SERIES_LABELS[:-1], "outcome", "code", "source")
 TOKEN_LABELS = ("namespace", "sits_deployment", "variant", "operation", "token_type", "source")
 
@@ -224,28 +277,35 @@ class RequestMetrics:
         self._requests = ObservedCounter(REQUEST_LABELS)
         self._tokens = ObservedCounter(TOKEN_LABELS)
         meter.create_observable_counter(
-            "sits_requests_total", [self._requests.observe], unit="{request}",
+            "sits_requests_total",
+            [self._requests.observe],
+            unit="{request}",
             description="Proxied requests by variant and outcome (the success-rate SLI).",
-        )  # fmt: skip
+        )
         meter.create_observable_counter(
-            "sits_tokens_total", [self._tokens.observe], unit="{token}",
+            "sits_tokens_total",
+            [self._tokens.observe],
+            unit="{token}",
             description="Tokens reported by the responses' usage, input and output.",
-        )  # fmt: skip
+        )
         self._duration = meter.create_histogram(
-            "sits_request_duration_seconds", unit="s",
+            "sits_request_duration_seconds",
+            unit="s",
             description="Latency seen by the proxy, receipt to last byte (the p95 SLI).",
             explicit_bucket_boundaries_advisory=LATENCY_BUCKETS,
-        )  # fmt: skip
+        )
         self._ttft = meter.create_histogram(
-            "sits_time_to_first_token_seconds", unit="s",
+            "sits_time_to_first_token_seconds",
+            unit="s",
             description="Streams: receipt to the first chunk from the upstream.",
             explicit_bucket_boundaries_advisory=LATENCY_BUCKETS,
-        )  # fmt: skip
+        )
         self._tpot = meter.create_histogram(
-            "sits_time_per_output_token_seconds", unit="s",
+            "sits_time_per_output_token_seconds",
+            unit="s",
             description="Streams: (duration - TTFT) / (output tokens - 1).",
             explicit_bucket_boundaries_advisory=PER_TOKEN_BUCKETS,
-        )  # fmt: skip
+        )
 
     def record(self, rec: RequestRecord, namespace: str, deployment: str) -> bool:
         """Count the request; False when it is no latency sample (the client left first:

@@ -194,10 +194,16 @@ class LeaderElector:
     async def look(self) -> None:
         """One look: read the Lease, decide, write when the step says so."""
         if self.state.leading and not self.may_act():
-            self._step_down(leadership.decide(
-                self.state, None, identity=self.identity, now=self._clock(),
-                wall_now=self._wall_clock(), timing=self.timing,
-            ))  # fmt: skip
+            self._step_down(
+                leadership.decide(
+                    self.state,
+                    None,
+                    identity=self.identity,
+                    now=self._clock(),
+                    wall_now=self._wall_clock(),
+                    timing=self.timing,
+                )
+            )
             return
         try:
             found = await asyncio.wait_for(self.lock.get(), CALL_TIMEOUT_SECONDS)

@@ -282,9 +282,10 @@ class LoraResidency:
         """The least valuable idle adapter (or None), and whether a busy one (request in
         flight, or loading) is worth even less."""
         evictable = [
-            a for a in self._adapters.values()
+            a
+            for a in self._adapters.values()
             if not a.spec.pinned and a.state in (State.RESIDENT, State.LOADING)
-        ]  # fmt: skip
+        ]
         idle = {a.name: a for a in evictable if a.state is State.RESIDENT and a.in_flight == 0}
         choice = self._policy.choose_victim((self._candidate(a) for a in idle.values()), now)
         if choice is None:

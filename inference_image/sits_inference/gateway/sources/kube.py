@@ -98,13 +98,18 @@ class KubernetesSource:
             self._api = await make_api_client(self._kubeconfig)
         custom, discovery = client.CustomObjectsApi(self._api), client.DiscoveryV1Api(self._api)
         deployment_list = _bind(
-            custom.list_namespaced_custom_object, GROUP, VERSION, self.namespace, PLURAL,
+            custom.list_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            self.namespace,
+            PLURAL,
             field_selector=f"metadata.name={self.deployment}",
-        )  # fmt: skip
+        )
         slice_list = _bind(
-            discovery.list_namespaced_endpoint_slice, self.namespace,
+            discovery.list_namespaced_endpoint_slice,
+            self.namespace,
             label_selector=SERVICE_NAME_LABEL,
-        )  # fmt: skip
+        )
         self._tasks = [
             asyncio.create_task(self._loop("deployment", deployment_list, self._on_deployment)),
             asyncio.create_task(self._loop("slices", slice_list, self._on_slice)),
@@ -166,8 +171,14 @@ class KubernetesSource:
             except asyncio.CancelledError:
                 raise
             except Exception as err:  # any API trouble: keep the table, retry with backoff
-                log.warning("watching %s of %s/%s failed (%s); retrying in %.1f s", what,
-                            self.namespace, self.deployment, err, backoff)  # fmt: skip
+                log.warning(
+                    "watching %s of %s/%s failed (%s); retrying in %.1f s",
+                    what,
+                    self.namespace,
+                    self.deployment,
+                    err,
+                    backoff,
+                )
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, self._max_backoff)
 
@@ -185,10 +196,13 @@ class KubernetesSource:
         version = (listing.get("metadata") or {}).get("resourceVersion")
         async with watch.Watch(return_type="object") as stream:
             events = stream.stream(
-                list_call.func, *list_call.args, **list_call.kwargs,
-                resource_version=version, timeout_seconds=self._watch_seconds,
+                list_call.func,
+                *list_call.args,
+                **list_call.kwargs,
+                resource_version=version,
+                timeout_seconds=self._watch_seconds,
                 allow_watch_bookmarks=True,
-            )  # fmt: skip
+            )
             async for event in events:
                 if event["type"] in ("ADDED", "MODIFIED", "DELETED"):
                     apply(event["type"], event["raw_object"])
