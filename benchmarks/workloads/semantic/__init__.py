@@ -11,6 +11,8 @@ were written):
   another template.
 - `handwritten.yaml`: intents phrased by hand, and near-miss pairs by category.
 - `fresh.yaml`: intents and pairs written after the guard was frozen (`load_fresh`).
+- `heldout.yaml`: a larger held-out set by a writer who had not seen the guard's rules,
+  frozen before its first evaluation (`load_heldout`).
 - filler (`filler.py`): tens of thousands of other questions, to fill a cache to 100,000
   entries for the latency and memory measurements.
 
@@ -180,6 +182,24 @@ def load_fresh(directory: Path = HERE) -> Workload:
     """The set written after the guard was frozen (reported, never tuned on)."""
     intents, near = _handwritten(yaml.safe_load((directory / "fresh.yaml").read_text()))
     return Workload(tuple(replace(i, id=f"fresh:{i.id}") for i in intents), tuple(near))
+
+
+def load_heldout(directory: Path = HERE) -> Workload:
+    """The held-out set of issue 16 item 4 (`heldout.yaml`): written by someone who had
+    not seen the guard's rules, frozen before its first evaluation, reported once and
+    never tuned on. Ids (intents and near-miss sides) are prefixed `heldout:`."""
+    intents, near = _handwritten(yaml.safe_load((directory / "heldout.yaml").read_text()))
+    return Workload(
+        tuple(replace(i, id=f"heldout:{i.id}") for i in intents),
+        tuple(
+            replace(
+                p,
+                stored_intent=f"heldout:{p.stored_intent}",
+                query_intent=f"heldout:{p.query_intent}",
+            )
+            for p in near
+        ),
+    )
 
 
 def describe(workload: Workload) -> dict[str, Any]:

@@ -171,3 +171,30 @@ def lowest_within_targets(
         if r.false_rate <= 0.01 and r.wrong_rate <= 0.01:
             return t
     return None
+
+
+def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The Wilson score interval for a proportion `successes / n` (95 % with z = 1.96).
+
+    A sampling interval over the items, not over repeated runs. Unlike the normal
+    approximation it stays inside [0, 1] and is not empty at 0 or n successes; no items
+    at all says nothing: (0, 1).
+
+    >>> [round(x, 4) for x in wilson(0, 10)]
+    [0.0, 0.2775]
+    >>> [round(x, 4) for x in wilson(5, 10)]
+    [0.2366, 0.7634]
+    >>> [round(x, 4) for x in wilson(3, 320)]
+    [0.0032, 0.0272]
+    >>> wilson(0, 0)
+    (0.0, 1.0)
+    """
+    if n <= 0:
+        return 0.0, 1.0
+    if not 0 <= successes <= n:
+        raise ValueError(f"{successes} successes of {n}")
+    p = successes / n
+    denominator = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denominator
+    half = z * ((p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5) / denominator
+    return max(0.0, centre - half), min(1.0, centre + half)
