@@ -11,7 +11,6 @@ dashboard with the sidecar's label.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 from pathlib import Path
@@ -32,7 +31,6 @@ from sits_dashboards.contract import (
 from sits_dashboards.policy import load_policy
 from sits_dashboards.queries import panels, raw_queries
 from sits_localcluster.helm import helm_binary
-from sits_localcluster.prometheus import PROMTOOL_BIN
 from sits_vllm.venv import venv_dir
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -197,23 +195,6 @@ def test_grouping_labels_exist_on_the_series_grouped(series: Series) -> None:
                 if label and label not in allowed:
                     problems.append(f"{dashboard} / {what}: no label {label} on {names}")
     assert not problems, "\n".join(problems)
-
-
-def test_queries_parse_as_promql() -> None:
-    if not os.access(PROMTOOL_BIN, os.X_OK):
-        pytest.skip(f"no promtool at {PROMTOOL_BIN} (scripts/setup.sh builds it)")
-    failures = []
-    for dashboard, what, expr in dashboard_queries("ns", "chat", source="sidecar"):
-        result = subprocess.run(
-            [PROMTOOL_BIN, "--experimental", "promql", "format", expr],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
-        if result.returncode != 0:
-            failures.append(f"{dashboard} / {what}: {result.stderr.strip()}\n  {expr}")
-    assert not failures, "\n".join(failures)
 
 
 def test_sli_panels_are_the_policy_rules_with_their_thresholds() -> None:
