@@ -50,7 +50,7 @@ from benchmarks.workloads.semantic import (
 )
 from benchmarks.workloads.semantic import baselines as bl
 from benchmarks.workloads.semantic import evaluate as ev
-from benchmarks.workloads.semantic.embeddings import embed_cached
+from benchmarks.workloads.semantic.embeddings import MemoEmbedder, embed_cached
 from benchmarks.workloads.semantic.filler import filler
 from sits_inference.cache.embedding import Embedder, MiniLMEmbedder, Vectors
 from sits_inference.cache.metrics import CacheMetrics
@@ -159,25 +159,6 @@ class FullCache:
     seconds: float = 0.0
 
 
-class _Rows:
-    """Precomputed embeddings by the text the cache embeds; anything else to MiniLM."""
-
-    def __init__(self, inner: Embedder, rows: dict[str, int], matrix: Vectors) -> None:
-        self._inner, self._rows, self._matrix = inner, rows, matrix
-        self.misses = 0
-
-    @property
-    def dimension(self) -> int:
-        return self._inner.dimension
-
-    def embed(self, texts: Sequence[str]) -> Vectors:
-        rows = [self._rows.get(t) for t in texts]
-        if all(r is not None for r in rows):
-            return self._matrix[[r for r in rows if r is not None]]
-        self.misses += len(texts)
-        return self._inner.embed(texts)
-
-
 def full_cache(
     workload: Workload,
     embedder: Embedder,
@@ -206,7 +187,7 @@ def full_cache(
     for n, t in enumerate(fill):
         rows.setdefault(cache_text(config, t), len(own) + n)
     matrix = np.concatenate([np.stack([vectors[t] for t in own]), fill_vectors[: len(fill)]])
-    memo = _Rows(embedder, rows, matrix)
+    memo = MemoEmbedder.from_rows(embedder, rows, matrix)
     cache = SemanticCache(config, metrics=CacheMetrics(), embedder=memo)
     for n, text in enumerate([*stored, *fill]):
         cache.store(cache.admit(bl._request(text)), b"answer")

@@ -62,6 +62,14 @@ class MemoEmbedder:
         self._inner = inner
         self._rows = {t: i for i, t in enumerate(texts)}
         self._vectors = vectors
+        self.misses = 0  # texts sent to the real embedder
+
+    @classmethod
+    def from_rows(cls, inner: Embedder, rows: dict[str, int], vectors: Vectors) -> MemoEmbedder:
+        """With the row of each known text chosen by the caller (first wins, say)."""
+        memo = cls(inner, (), vectors)
+        memo._rows = dict(rows)
+        return memo
 
     @property
     def dimension(self) -> int:
@@ -71,4 +79,5 @@ class MemoEmbedder:
         rows = [self._rows.get(t) for t in texts]
         if all(r is not None for r in rows):
             return self._vectors[[r for r in rows if r is not None]]
+        self.misses += len(texts)
         return self._inner.embed(texts)
