@@ -43,6 +43,7 @@ integration: setup
 bench: setup
 	@scripts/setup-bench.sh
 	$(VENV)/python -m benchmarks.operator_scale
+	$(VENV)/python -m benchmarks.watch_scope
 	$(VENV)/python -m benchmarks.rollback_reaction
 	$(VENV)/python -m benchmarks.gateway_proxy
 	$(VENV)/python -m benchmarks.semantic_cache

@@ -63,7 +63,9 @@ Lease = Callable[[str], AbstractAsyncContextManager[str]]
 
 
 @dataclass
-class Outcome:
+class Measurement:
+    """One adapter manager at one concurrency: requests, weight reads, TTFTs."""
+
     label: str
     concurrency: int
     requests: int
@@ -184,7 +186,7 @@ async def _served(residency: LoraResidency, name: str) -> AsyncIterator[str]:
 
 async def run_residency(
     model: Path, adapters: dict[str, Path], sequence: list[str], concurrency: int, limit_s: float
-) -> Outcome:
+) -> Measurement:
     server = await asyncio.to_thread(start_server, model)
     try:
         specs = tuple(AdapterSpec(name, str(path)) for name, path in adapters.items())
@@ -206,7 +208,7 @@ async def run_residency(
             elapsed = time.monotonic() - started
             await asyncio.sleep(0.5)  # let the inotify reader drain
             value = metrics.registry.get_sample_value
-            return Outcome(
+            return Measurement(
                 "sits residency (decayed frequency)",
                 concurrency,
                 len(ttft),
@@ -225,7 +227,7 @@ async def run_residency(
 
 async def run_resolver(
     model: Path, adapters: dict[str, Path], sequence: list[str], concurrency: int, limit_s: float
-) -> Outcome:
+) -> Measurement:
     root = next(iter(adapters.values())).parent
     env = {"VLLM_PLUGINS": "lora_filesystem_resolver", "VLLM_LORA_RESOLVER_CACHE_DIR": str(root)}
     server = await asyncio.to_thread(start_server, model, env)
@@ -237,7 +239,7 @@ async def run_resolver(
         await asyncio.sleep(0.5)
         reads_total = sum(reads.counts().values())
         label = "vLLM filesystem resolver (LRU)"
-        return Outcome(label, concurrency, len(ttft), reads_total, ttft, elapsed)
+        return Measurement(label, concurrency, len(ttft), reads_total, ttft, elapsed)
     finally:
         reads.close()
         await asyncio.to_thread(server.stop)
@@ -268,20 +270,20 @@ def simulated(sequence: list[str]) -> tuple[float, float]:
     return lru_hits / len(sequence), ours / len(sequence)
 
 
-def row(outcome: Outcome) -> str:
-    ttft = sorted(outcome.ttft)
+def row(measured: Measurement) -> str:
+    ttft = sorted(measured.ttft)
     p95 = ttft[min(len(ttft) - 1, int(0.95 * len(ttft)))]
-    sidecar = f"{outcome.sidecar_hits:.1%}" if outcome.sidecar_hits is not None else "-"
-    refreshes = f"{outcome.refreshes:.0f}" if outcome.refreshes is not None else "-"
+    sidecar = f"{measured.sidecar_hits:.1%}" if measured.sidecar_hits is not None else "-"
+    refreshes = f"{measured.refreshes:.0f}" if measured.refreshes is not None else "-"
     return (
-        f"| {outcome.concurrency} | {outcome.label} | {outcome.requests} | "
-        f"{outcome.weight_reads} | **{outcome.hit_ratio:.1%}** | {sidecar} | "
+        f"| {measured.concurrency} | {measured.label} | {measured.requests} | "
+        f"{measured.weight_reads} | **{measured.hit_ratio:.1%}** | {sidecar} | "
         f"{statistics.mean(ttft) * 1000:.0f} ms | {statistics.median(ttft) * 1000:.0f} ms | "
-        f"{p95 * 1000:.0f} ms | {refreshes} | {outcome.elapsed:.0f} s |"
+        f"{p95 * 1000:.0f} ms | {refreshes} | {measured.elapsed:.0f} s |"
     )
 
 
-def gains(pairs: list[tuple[Outcome, Outcome]]) -> str:
+def gains(pairs: list[tuple[Measurement, Measurement]]) -> str:
     lines = []
     for ours, theirs in pairs:
         gain = (ours.hit_ratio - theirs.hit_ratio) * 100
@@ -311,7 +313,7 @@ NOTES = (
 
 
 def write_results(
-    pairs: list[tuple[Outcome, Outcome]], sequence: list[str], command: str, write: bool
+    pairs: list[tuple[Measurement, Measurement]], sequence: list[str], command: str, write: bool
 ) -> None:
     lru, policy = simulated(sequence)
     section = (
@@ -346,9 +348,9 @@ def write_results(
         print(section)
 
 
-def summary(outcome: Outcome) -> str:
-    mean_ms = statistics.mean(outcome.ttft) * 1000
-    return f"  hit ratio {outcome.hit_ratio:.1%}, mean TTFT {mean_ms:.0f} ms"
+def summary(measured: Measurement) -> str:
+    mean_ms = statistics.mean(measured.ttft) * 1000
+    return f"  hit ratio {measured.hit_ratio:.1%}, mean TTFT {mean_ms:.0f} ms"
 
 
 async def main_async(

@@ -171,13 +171,19 @@ def count_ready(cluster: LocalCluster) -> int:
     return sum(line.strip() == "True" for line in out.splitlines())
 
 
-def run(count: int, timeout: float) -> dict[str, float]:
+def cluster_with_crds() -> LocalCluster:
+    """The local cluster up, serving this checkout's CRDs (benchmarks/watch_scope.py too)."""
     ensure_binaries(progress=print)
     cluster = LocalCluster(progress=print)
     cluster.up()
     crds = str(REPO / "crds")
     cluster.kubectl("apply", "--server-side", "--field-manager=sits-bench", "-f", crds)
     cluster.kubectl("wait", "--for=condition=Established", "crd/sitsdeployments.sits.dev")
+    return cluster
+
+
+def run(count: int, timeout: float) -> dict[str, float]:
+    cluster = cluster_with_crds()
     add_capacity(cluster, count)
     cluster.kubectl("create", "namespace", NAMESPACE, check=False)
     env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig)}

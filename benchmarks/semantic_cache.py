@@ -348,7 +348,7 @@ def report(
     queries: list[ev.Query],
     pairs: list[ev.Pair],
     picks: tuple[float, float | None],
-    side: list[bl.Outcome],
+    side: list[bl.Scores],
     gpt_note: str | None,
     s: scale.ScaleResult,
 ) -> None:

@@ -7,7 +7,7 @@
 4. ``healthy`` and ``broken`` SitsDeployments (vLLM CPU pods with the cache sidecar, two
    gateway pods each, deployed by the operator), then session-flow traffic through each
    root Service while the live view prints weights, success rate and p95 per variant
-   and every decision as it happens;
+   and the operator's events as they happen;
 5. the ``kubectl get sitsd`` table, the events, and a PNG and JSON timeline per rollout.
 
 A second run on the kept cluster reuses the Ready pods and restarts the analysis with

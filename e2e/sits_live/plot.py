@@ -58,15 +58,15 @@ def plot(timeline: Timeline, path: Path) -> Path:
     latency.axhline(timeline.thresholds["p95_ms"], color="grey", linestyle="--", linewidth=1)
     latency.set_ylabel("p95 latency (ms)")
     latency.set_xlabel("seconds since the rollout started")
-    for decision in timeline.decisions:
-        colour = DECISION_COLOURS.get(decision.reason)
+    for event in timeline.events:
+        colour = DECISION_COLOURS.get(event.reason)
         if colour is None:
             continue
         for axis in (weights, success, latency):
-            axis.axvline(decision.t, color=colour, alpha=0.5, linewidth=1)
+            axis.axvline(event.t, color=colour, alpha=0.5, linewidth=1)
         weights.annotate(
-            decision.reason,
-            (decision.t, 100),
+            event.reason,
+            (event.t, 100),
             rotation=90,
             fontsize="x-small",
             va="top",

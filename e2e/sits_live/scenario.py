@@ -154,7 +154,7 @@ def run_stories(
             for story in stories:
                 sample = story.recorder.sample()
                 if story.view is not None:
-                    story.view.show(sample, story.recorder.timeline.decisions)
+                    story.view.show(sample, story.recorder.timeline.events)
                 if on_sample is not None:
                     on_sample(story, sample)
                 if story.finished_at is None and sample.phase in story.ends:

@@ -1,4 +1,4 @@
-"""A rollout's timeline: weights, SLIs and request rates per variant, and every decision.
+"""A rollout's timeline: weights, SLIs and request rates per variant, and the operator's events.
 
 The live scenarios and the demo record one while real traffic runs, write it as JSON (the
 evidence a test asserts on and a reader can plot again), draw it as a PNG
@@ -7,7 +7,7 @@ evidence a test asserts on and a reader can plot again), draw it as a PNG
 What is recorded comes from where a user would look: the weights and the phase from the
 SitsDeployment's status (for the built-in router, the weights the gateway pods report
 applying), the SLIs from the same PromQL the policy runs, the request rate per variant
-from Prometheus, and the decisions from the operator's Kubernetes events. ``Recorder``
+from Prometheus, and the operator's Kubernetes events (which say what it decided). ``Recorder``
 takes those readers as functions, so it is tested without a cluster.
 """
 
@@ -49,8 +49,9 @@ class Sample:
 
 
 @dataclass
-class Decision:
-    """An operator event: what it decided, when, and why (the event's message)."""
+class Event:
+    """An operator's Kubernetes event on the timeline: when (``t``), its reason (what it
+    decided, for a decision's event) and its message (why)."""
 
     t: float
     reason: str
@@ -65,7 +66,7 @@ class Timeline:
     scenario: str
     started: float  # epoch seconds
     samples: list[Sample] = field(default_factory=list)
-    decisions: list[Decision] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
     notes: dict[str, Any] = field(default_factory=dict)
     # The policy's thresholds the plot draws ({"success_rate": .., "p95_ms": ..}).
     thresholds: dict[str, float] = field(default_factory=default_thresholds)
@@ -106,8 +107,8 @@ class Timeline:
             )
             for s in raw.pop("samples")
         ]
-        decisions = [Decision(**d) for d in raw.pop("decisions")]
-        return cls(**raw, samples=samples, decisions=decisions)
+        events = [Event(**e) for e in raw.pop("events")]
+        return cls(**raw, samples=samples, events=events)
 
 
 #: Reads the SitsDeployment as JSON (None while it does not exist).
@@ -185,8 +186,8 @@ class Recorder:
                 continue
             self._seen_events.add(uid)
             when = event_time(event) - self.timeline.started
-            self.timeline.decisions.append(
-                Decision(
+            self.timeline.events.append(
+                Event(
                     t=round(max(when, 0.0), 2),
                     reason=str(event.get("reason", "")),
                     message=str(event.get("message", "")),

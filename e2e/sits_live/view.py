@@ -1,14 +1,15 @@
-"""The live view in the terminal: one line per variant per sample, decisions as they happen.
+"""The live view in the terminal: one line per variant per sample, the operator's events as
+they happen.
 
 Plain lines, not a full-screen UI: the demo's output stays readable when it is piped into
-a file or a CI log, and a decision is printed once, at the moment it is seen.
+a file or a CI log, and an event is printed once, at the moment it is seen.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from .timeline import Decision, Sample, VariantSample
+from .timeline import Event, Sample, VariantSample
 
 
 def _num(value: float | None, fmt: str) -> str:
@@ -28,25 +29,25 @@ def sample_line(sample: Sample) -> str:
     return f"  {sample.t:6.1f}s {sample.phase:<11} {cells}"
 
 
-def decision_line(decision: Decision) -> str:
-    mark = "!!" if decision.type == "Warning" else ">>"
-    return f"  {decision.t:6.1f}s {mark} {decision.reason}: {decision.message}"
+def event_line(event: Event) -> str:
+    mark = "!!" if event.type == "Warning" else ">>"
+    return f"  {event.t:6.1f}s {mark} {event.reason}: {event.message}"
 
 
 class LiveView:
     """Prints each new sample (when it differs from the last one printed, or every
-    ``every`` samples) and each new decision."""
+    ``every`` samples) and each new event."""
 
     def __init__(self, out: Callable[[str], None] = print, every: int = 5) -> None:
         self._out, self._every = out, every
         self._last = ""
         self._count = 0
-        self._decisions = 0
+        self._events = 0
 
-    def show(self, sample: Sample, decisions: list[Decision]) -> None:
-        for decision in decisions[self._decisions :]:
-            self._out(decision_line(decision))
-        self._decisions = len(decisions)
+    def show(self, sample: Sample, events: list[Event]) -> None:
+        for event in events[self._events :]:
+            self._out(event_line(event))
+        self._events = len(events)
         line = sample_line(sample)
         self._count += 1
         # The time column always changes; compare the rest to skip repeats.

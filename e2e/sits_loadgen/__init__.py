@@ -14,7 +14,7 @@ outcome, latency, TTFT, tokens) and summarises per variant.
 from .config import LoadConfig, parse_temperatures
 from .journey import EXIT, SHOP_JOURNEY, Journey, Turn, session_turns
 from .plan import PlannedRequest, plan
-from .records import CANCELLED, DROPPED, ERROR, SUCCESS, Outcome, RequestRecord
+from .records import CANCELLED, DROPPED, ERROR, SUCCESS, RequestRecord, SendResult
 from .runner import LoadResult, Progress, run_load, run_load_sync
 from .safety import UnsafeTargetError, check_target, is_allowed_host
 from .sender import OpenAISender, Sender
@@ -31,10 +31,10 @@ __all__ = [
     "LoadConfig",
     "LoadResult",
     "OpenAISender",
-    "Outcome",
     "PlannedRequest",
     "Progress",
     "RequestRecord",
+    "SendResult",
     "Sender",
     "Stats",
     "Summary",

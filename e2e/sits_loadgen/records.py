@@ -25,8 +25,9 @@ CANCELLED = "cancelled"  # sent, but still unanswered when the drain time ran ou
 
 
 @dataclass(frozen=True)
-class Outcome:
-    """What the client saw of one request (the sender's result)."""
+class SendResult:
+    """What the client saw of one request (the sender's result); its record's ``outcome``
+    is SUCCESS when ``ok``, else ERROR."""
 
     ok: bool
     latency_s: float
@@ -88,18 +89,18 @@ def _base(planned: PlannedRequest, start: float, outcome: str) -> RequestRecord:
     )
 
 
-def completed_record(planned: PlannedRequest, start: float, outcome: Outcome) -> RequestRecord:
+def completed_record(planned: PlannedRequest, start: float, result: SendResult) -> RequestRecord:
     """The record of a request that got an answer (or a definite failure)."""
     return dataclasses.replace(
-        _base(planned, start, SUCCESS if outcome.ok else ERROR),
-        status=outcome.status,
-        error=outcome.error,
-        variant=outcome.variant,
-        cache=outcome.cache,
-        latency_ms=_ms(outcome.latency_s),
-        ttft_ms=_ms(outcome.ttft_s),
-        prompt_tokens=outcome.prompt_tokens,
-        completion_tokens=outcome.completion_tokens,
+        _base(planned, start, SUCCESS if result.ok else ERROR),
+        status=result.status,
+        error=result.error,
+        variant=result.variant,
+        cache=result.cache,
+        latency_ms=_ms(result.latency_s),
+        ttft_ms=_ms(result.ttft_s),
+        prompt_tokens=result.prompt_tokens,
+        completion_tokens=result.completion_tokens,
     )
 
 

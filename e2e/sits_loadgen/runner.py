@@ -28,8 +28,8 @@ from .records import (
     ERROR,
     SUCCESS,
     JsonlWriter,
-    Outcome,
     RequestRecord,
+    SendResult,
     completed_record,
     unsent_record,
 )
@@ -140,15 +140,15 @@ class _Run:
     async def _one(self, planned: PlannedRequest) -> None:
         start, began = self.clock.wall(), self.clock.monotonic()
         try:
-            outcome = await self.sender.send(planned)
+            result = await self.sender.send(planned)
         except asyncio.CancelledError:
             latency = self.clock.monotonic() - began
             self._finish(unsent_record(planned, start, CANCELLED, latency))
             raise
         except Exception as err:  # a sender that raised: still a data point, not a crash
             latency = self.clock.monotonic() - began
-            outcome = Outcome(ok=False, latency_s=latency, error=type(err).__name__)
-        self._finish(completed_record(planned, start, outcome))
+            result = SendResult(ok=False, latency_s=latency, error=type(err).__name__)
+        self._finish(completed_record(planned, start, result))
 
     def _finish(self, record: RequestRecord) -> None:
         self.records.append(record)

@@ -27,7 +27,7 @@ from openai.types.chat import ChatCompletionChunk
 from .clock import Clock
 from .config import LoadConfig
 from .plan import PlannedRequest
-from .records import Outcome
+from .records import SendResult
 from .safety import check_target
 
 VARIANT_HEADER = "x-sits-variant"  # sits_inference.gateway.proxy.VARIANT_HEADER
@@ -40,7 +40,7 @@ KEEPALIVE_EXPIRY_S = 4.0
 class Sender(Protocol):
     """Sends one request and reports what happened; never raises for a failed request."""
 
-    async def send(self, request: PlannedRequest) -> Outcome: ...
+    async def send(self, request: PlannedRequest) -> SendResult: ...
 
 
 def build_client(
@@ -109,8 +109,8 @@ class OpenAISender:
             args |= {"stream": True, "stream_options": {"include_usage": True}}
         return args
 
-    async def send(self, request: PlannedRequest) -> Outcome:
-        """Send ``request``; any failure becomes an ``Outcome`` with its class and status."""
+    async def send(self, request: PlannedRequest) -> SendResult:
+        """Send ``request``; any failure becomes a ``SendResult`` with its class and status."""
         started = self._clock.monotonic()
         args = self.arguments(request)
         try:
@@ -131,8 +131,8 @@ class OpenAISender:
         started: float,
         status: int | None,
         headers: Mapping[str, str] | None,
-    ) -> Outcome:
-        return Outcome(
+    ) -> SendResult:
+        return SendResult(
             ok=False,
             latency_s=self._elapsed(started),
             status=status,
@@ -141,11 +141,11 @@ class OpenAISender:
             cache=_header(headers, CACHE_HEADER),
         )
 
-    async def _plain(self, args: dict[str, Any], started: float) -> Outcome:
+    async def _plain(self, args: dict[str, Any], started: float) -> SendResult:
         raw = await self._client.chat.completions.with_raw_response.create(**args)
         completion = raw.parse()
         usage = completion.usage
-        return Outcome(
+        return SendResult(
             ok=True,
             latency_s=self._elapsed(started),
             status=raw.status_code,
@@ -155,7 +155,7 @@ class OpenAISender:
             completion_tokens=usage.completion_tokens if usage else None,
         )
 
-    async def _streamed(self, args: dict[str, Any], started: float) -> Outcome:
+    async def _streamed(self, args: dict[str, Any], started: float) -> SendResult:
         """A stream succeeds when it ends cleanly: a cut connection raises (the transport
         sees the missing end), and so does an error event (the gateway's mid-stream
         failure); an empty stream is counted as an error too."""
@@ -170,7 +170,7 @@ class OpenAISender:
                 if ttft is None and _has_content(chunk):
                     ttft = self._elapsed(started)
                 usage = chunk.usage or usage
-        return Outcome(
+        return SendResult(
             ok=chunks > 0,
             latency_s=self._elapsed(started),
             status=response.status_code,

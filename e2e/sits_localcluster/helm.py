@@ -66,21 +66,28 @@ def apply_chart_parts(
     templates: tuple[str, ...],
     *,
     field_manager: str,
+    values: tuple[str, ...] = (),
 ) -> list[dict[str, Any]]:
-    """Render only `templates` (names under the chart's templates/) and apply them
-    server-side into `namespace` (created when missing); returns what was applied.
+    """Render only `templates` (names under the chart's templates/) with `values` (helm
+    arguments such as `--set-json`) and apply them server-side into `namespace` (created
+    when missing); returns what was applied.
 
     Why parts: kwok runs no containers, so the demo and the tests run the operator as a
     process and install only what it needs from its chart (ServiceAccount, RBAC, policy).
     """
     cluster.kubectl("create", "namespace", namespace, check=False)
     shown = [arg for name in templates for arg in ("--show-only", f"templates/{name}")]
-    docs = render_chart(chart, release, namespace, *shown)
+    docs = render_chart(chart, release, namespace, *shown, *values)
+    apply_objects(cluster, docs, field_manager=field_manager)
+    return docs
+
+
+def apply_objects(cluster: LocalCluster, docs: list[dict[str, Any]], *, field_manager: str) -> None:
+    """`kubectl apply --server-side` of rendered objects, as one stream."""
     stream = "\n---\n".join(yaml.safe_dump(doc) for doc in docs)
     cluster.kubectl(
         "apply", "--server-side", f"--field-manager={field_manager}", "-f", "-", input=stream
     )
-    return docs
 
 
 def service_account_of(docs: list[dict[str, Any]]) -> str:

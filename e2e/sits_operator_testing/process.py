@@ -13,10 +13,14 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from sits_localcluster.prometheus import free_port
+from sits_operator_testing.rbac import default_namespaces, rbac_mode
 
 
 class OperatorProcess:
-    """One operator process against the local cluster; restartable, logs kept on disk."""
+    """One operator process against the local cluster; restartable, logs kept on disk.
+
+    `namespaces`: its `--namespace` list (empty: cluster-wide); None: as the session's
+    RBAC mode says (rbac.default_namespaces)."""
 
     def __init__(
         self,
@@ -25,11 +29,13 @@ class OperatorProcess:
         *,
         extra_args: tuple[str, ...] = (),
         extra_env: dict[str, str] | None = None,
+        namespaces: tuple[str, ...] | None = None,
     ) -> None:
         self._kubeconfig = kubeconfig
         self._log_dir = log_dir
         # E.g. ("--leader-elect",) and the election's POD_NAME for two operators at once.
         self._extra_args, self._extra_env = extra_args, dict(extra_env or {})
+        self.namespaces = default_namespaces() if namespaces is None else tuple(namespaces)
         self._proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
         self.alert_port = free_port()
@@ -37,6 +43,12 @@ class OperatorProcess:
     @property
     def alert_webhook_url(self) -> str:
         return f"http://127.0.0.1:{self.alert_port}/api/v1/alerts"
+
+    @property
+    def pid(self) -> int:
+        """The running operator's process id (its memory and CPU under /proc)."""
+        assert self._proc is not None, "operator not running"
+        return self._proc.pid
 
     @property
     def log_path(self) -> Path:
@@ -56,6 +68,7 @@ class OperatorProcess:
                     "",
                     "--alert-webhook-address",
                     f"127.0.0.1:{self.alert_port}",
+                    *(f"--namespace={namespace}" for namespace in self.namespaces),
                     *self._extra_args,
                 ],
                 stdout=log,
@@ -75,9 +88,18 @@ class OperatorProcess:
             time.sleep(0.2)
         raise TimeoutError(f"operator: no {needle!r} within {timeout} s:\n{self.tail()}")
 
+    def watch(self, *namespaces: str) -> None:
+        """Serve exactly `namespaces` from now on (`--namespace` each): restarted when
+        they change while it runs (Kopf takes its namespaces at start)."""
+        if namespaces == self.namespaces:
+            return
+        self.namespaces = namespaces
+        if self._proc is not None:
+            self.restart()
+
     def forbidden(self) -> list[str]:
         """Log lines of every run that show the API server refusing the operator (403):
-        its ServiceAccount lacks a verb the chart's ClusterRole should grant."""
+        its ServiceAccount lacks a verb the chart's RBAC should grant."""
         found = []
         for n in range(1, self.starts + 1):
             path = self._log_dir / f"operator-{n}.log"
@@ -113,13 +135,17 @@ class OperatorProcess:
 
 
 @contextmanager
-def running_operator(kubeconfig: Path, log_dir: Path) -> Iterator[OperatorProcess]:
+def running_operator(
+    kubeconfig: Path, log_dir: Path, *, namespaces: tuple[str, ...] | None = None
+) -> Iterator[OperatorProcess]:
     """An operator process for a test module; afterwards, no 403 in any of its logs (the
-    chart's ClusterRole must grant every verb the operator used)."""
-    proc = OperatorProcess(kubeconfig, log_dir)
+    chart's RBAC, in the session's mode, must grant every verb the operator used)."""
+    proc = OperatorProcess(kubeconfig, log_dir, namespaces=namespaces)
     proc.start()
     try:
         yield proc
     finally:
         proc.stop()
-    assert proc.forbidden() == [], "the chart's ClusterRole lacks a verb the operator used"
+    assert proc.forbidden() == [], (
+        f"the chart's RBAC ({rbac_mode()} mode) lacks a verb the operator used"
+    )

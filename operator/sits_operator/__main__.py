@@ -7,6 +7,7 @@ import asyncio
 import logging
 import os
 import sys
+from typing import Any
 
 import kopf
 from prometheus_client import start_http_server
@@ -60,15 +61,26 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["SITS_LEADER_ELECTION"] = "true"
     from sits_operator.handlers import operator as _handlers  # noqa: F401  (registers handlers)
 
-    asyncio.run(
-        kopf.operator(
-            standalone=True,
-            clusterwide=not args.namespace,
-            namespaces=args.namespace,
-            liveness_endpoint=args.liveness or None,
-        )
-    )
+    asyncio.run(kopf.operator(**kopf_options(args)))
     return 0
+
+
+def kopf_options(args: argparse.Namespace) -> dict[str, Any]:
+    """kopf.operator's arguments. With --namespace (the chart's namespaced install) Kopf
+    serves exactly those namespaces and the CRDs it finds at start: no cluster-wide list
+    and watch of namespaces and CRDs (settings.scanning.disabled), which a namespaced
+    install's Roles do not allow. The watched namespaces also bound the alert webhook."""
+    namespaces = list(dict.fromkeys(args.namespace))
+    settings = kopf.OperatorSettings()
+    settings.scanning.disabled = bool(namespaces)
+    return {
+        "standalone": True,
+        "clusterwide": not namespaces,
+        "namespaces": namespaces,
+        "settings": settings,
+        "memo": kopf.Memo(watch_namespaces=tuple(namespaces)),
+        "liveness_endpoint": args.liveness or None,
+    }
 
 
 if __name__ == "__main__":

@@ -2,10 +2,17 @@
 
 ``local_cluster`` (the session fixture of ``sits_localcluster.pytest_plugin``) starts the
 control plane; these fixtures only install what SITS needs on top of it.
+
+The operator runs under the chart's RBAC in one of its two modes, chosen per session by
+``SITS_TEST_RBAC`` (sits_operator_testing.rbac): ``cluster`` (default) binds the chart's
+ClusterRole; ``namespaced`` renders its namespaced install (operator.watchNamespaces):
+each test's namespace gets the chart's Role, and the module's operator is restarted to
+serve exactly that namespace (``--namespace``), as the chart's Deployment would.
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 import uuid
@@ -17,12 +24,15 @@ import pytest
 
 from sits_localcluster.helm import (
     apply_chart_parts,
+    apply_objects,
     service_account_kubeconfig,
     service_account_of,
 )
 from sits_localcluster.helm import render_chart as render
 from sits_localcluster.prometheus import LocalPrometheus
 from sits_localcluster.synthetic import SyntheticServer
+from sits_operator_testing.process import OperatorProcess
+from sits_operator_testing.rbac import HOME_NAMESPACE, namespaced, rbac_mode
 
 REPO = Path(__file__).resolve().parents[2]
 CRDS_DIR = REPO / "crds"
@@ -73,8 +83,13 @@ def crds_installed(local_cluster: Any, no_other_operator: None) -> tuple[str, ..
 
 
 @pytest.fixture
-def namespace(local_cluster: Any, crds_installed: tuple[str, ...]) -> Iterator[str]:
-    """A fresh namespace (with its default ServiceAccount), deleted afterwards without waiting."""
+def namespace(
+    local_cluster: Any, crds_installed: tuple[str, ...], request: pytest.FixtureRequest
+) -> Iterator[str]:
+    """A fresh namespace (with its default ServiceAccount), deleted afterwards without waiting.
+
+    Under the namespaced RBAC (SITS_TEST_RBAC=namespaced) it gets the chart's Role, and
+    the test's module operator (fixture `operator`), if any, serves it alone from now on."""
     kubectl = local_cluster.kubectl
     name = f"sits-test-{uuid.uuid4().hex[:8]}"
     kubectl("create", "namespace", name)
@@ -84,6 +99,13 @@ def namespace(local_cluster: Any, crds_installed: tuple[str, ...]) -> Iterator[s
         return bool(result.returncode == 0)
 
     _poll(f"ServiceAccount default in {name}", has_default_sa, timeout=60)
+    if namespaced():
+        operator = None
+        if "operator" in request.fixturenames:
+            operator = request.getfixturevalue("operator")
+        serve_namespaces(
+            local_cluster, operator if isinstance(operator, OperatorProcess) else None, name
+        )
     yield name
     # SitsDeployments carry the operator's finalizer: delete them while the test's operator
     # still runs (function fixtures end before module ones), or the namespace would hang.
@@ -110,24 +132,96 @@ def render_chart(*args: str) -> list[dict[str, Any]]:
     return render(CHART, RELEASE, OPERATOR_NAMESPACE, *args)
 
 
+def watching(*namespaces: str) -> tuple[str, ...]:
+    """helm arguments of the chart's namespaced install serving `namespaces`."""
+    return ("--set-json", f"operator.watchNamespaces={json.dumps(list(namespaces))}")
+
+
+def operator_subject(account: str = RELEASE) -> str:
+    return f"system:serviceaccount:{OPERATOR_NAMESPACE}:{account}"
+
+
+def allowed(cluster: Any, subject: str, verb: str, resource: str, *where: str) -> bool:
+    """`kubectl auth can-i` for `subject` (impersonated by the admin); `where`: `-n NS`
+    or `--all-namespaces`, nothing for a cluster-scoped resource."""
+    result = cluster.kubectl(
+        "auth", "can-i", verb, resource, *where, f"--as={subject}", check=False
+    )
+    return bool(result.stdout.strip() == "yes")
+
+
+def wait_allowed(cluster: Any, subject: str, namespaces: tuple[str, ...]) -> None:
+    """Until the API server's authorizer honours a just-applied Role in each namespace
+    (its RBAC cache may lag the apply by a moment: a watch started before it would 403)."""
+    for ns in namespaces:
+
+        def ready(ns: str = ns) -> bool:
+            return allowed(cluster, subject, "watch", "sitsdeployments.sits.dev", "-n", ns)
+
+        _poll(f"the chart's Role in {ns} for {subject}", ready, timeout=30)
+
+
+def grant_namespaces(cluster: Any, *namespaces: str) -> list[dict[str, Any]]:
+    """The chart's namespaced install in existing `namespaces`: its Role and RoleBinding
+    in each (rendered by `helm template` with operator.watchNamespaces), applied; returns
+    them once the authorizer honours them."""
+    docs = render_chart("--show-only", "templates/rbac-namespaced.yaml", *watching(*namespaces))
+    assert {(d["kind"], d["metadata"]["namespace"]) for d in docs} == {
+        (kind, ns) for kind in ("Role", "RoleBinding") for ns in namespaces
+    }
+    apply_objects(cluster, docs, field_manager="sits-tests")
+    wait_allowed(cluster, operator_subject(), namespaces)
+    return docs
+
+
+def serve_namespaces(cluster: Any, operator: OperatorProcess | None, *namespaces: str) -> None:
+    """Let the test's operator act in `namespaces`: under the ClusterRole nothing to do
+    (it serves every namespace); under the namespaced RBAC the chart's Role in each, and
+    the operator restarted to serve exactly these (`--namespace`, as the chart passes)."""
+    if not namespaced():
+        return
+    grant_namespaces(cluster, *namespaces)
+    if operator is not None:
+        operator.watch(*namespaces)
+
+
 @pytest.fixture(scope="session")
 def operator_kubeconfig(local_cluster: Any, crds_installed: tuple[str, ...]) -> Path:
     """A kubeconfig that authenticates as the chart's ServiceAccount, bound to the chart's
-    ClusterRole and nothing else: the operator tests run the operator with it, so the
-    whole suite checks that the chart's RBAC is enough (and a 403 fails a test).
+    RBAC and nothing else: the operator tests run the operator with it, so the whole
+    suite checks that the chart's RBAC is enough (and a 403 fails a test).
 
     The RBAC objects come from `helm template` of the chart, the token from the API
-    server's TokenRequest (`kubectl create token`), as a pod's projected token would."""
+    server's TokenRequest (`kubectl create token`), as a pod's projected token would.
+    SITS_TEST_RBAC=namespaced: the namespaced install's RBAC (the ClusterRole reads
+    SitsPolicies only; Roles in the home namespace here, in each test's by `namespace`),
+    applied over the same ClusterRole, so what a cluster-wide session left is replaced."""
+    values: tuple[str, ...] = ()
+    templates: tuple[str, ...] = ("serviceaccount.yaml", "rbac.yaml")
+    expected = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding"}
+    if namespaced():
+        local_cluster.kubectl("create", "namespace", HOME_NAMESPACE, check=False)
+        values = watching(HOME_NAMESPACE)
+        templates += ("rbac-namespaced.yaml",)
+        expected |= {"Role", "RoleBinding"}
     rbac = apply_chart_parts(
         local_cluster,
         CHART,
         RELEASE,
         OPERATOR_NAMESPACE,
-        ("serviceaccount.yaml", "rbac.yaml"),
+        templates,
         field_manager="sits-tests",
+        values=values,
     )
-    assert {d["kind"] for d in rbac} == {"ServiceAccount", "ClusterRole", "ClusterRoleBinding"}
+    assert {d["kind"] for d in rbac} == expected, f"the chart's RBAC in {rbac_mode()} mode"
     account = service_account_of(rbac)
+    if namespaced():
+        subject = operator_subject(account)
+        wait_allowed(local_cluster, subject, (HOME_NAMESPACE,))
+        # Nothing cluster-wide but reading SitsPolicies (no binding left by another mode).
+        assert allowed(local_cluster, subject, "list", "sitspolicies.sits.dev")
+        for verb, resource in (("list", "deployments.apps"), ("watch", "sitsdeployments.sits.dev")):
+            assert not allowed(local_cluster, subject, verb, resource, "--all-namespaces")
     path = service_account_kubeconfig(
         local_cluster, OPERATOR_NAMESPACE, account, operator_kubeconfig_path(local_cluster)
     )

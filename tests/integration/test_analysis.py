@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from tests.integration.analysis_env import Watcher, crash_looping_status
+from tests.integration.conftest import serve_namespaces
 
 from sits_localcluster.nodes import GpuNodeSpec
 from sits_localcluster.prometheus import LocalPrometheus
@@ -509,6 +510,9 @@ def test_gateway_api_route_in_another_namespace_needs_a_reference_grant(
     kubectl = scenario.cluster.kubectl
     kubectl("create", "namespace", routes)
     try:
+        # SITS_TEST_RBAC=namespaced: the route's namespace is one the chart must list in
+        # operator.watchNamespaces too (its Role lets the operator read the route there).
+        serve_namespaces(scenario.cluster, scenario.operator, scenario.ns, routes)
         kubectl(
             "apply", "-n", routes, "-f", "-", input=json.dumps(http_route({"v1": 100, "v2": 0}))
         )

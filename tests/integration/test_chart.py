@@ -2,9 +2,10 @@
 module by scripts/setup-helm.sh) and checked by the real API server (server-side dry run).
 
 That the chart's RBAC is *enough* is shown by test_operator.py and test_analysis.py, which
-run the operator with the chart's ServiceAccount token; here the table below makes it the
-*least*: a verb or resource added to the ClusterRole without a line (and a reason) here
-fails.
+run the operator with the chart's ServiceAccount token (in either mode: SITS_TEST_RBAC,
+tests/integration/conftest.py), and by test_namespaced_install.py; here the tables below
+make it the *least*: a verb or resource added to the rules without a line (and a reason)
+here fails.
 """
 
 from __future__ import annotations
@@ -16,12 +17,13 @@ from typing import Any
 
 import pytest
 import yaml
-from tests.integration.conftest import CHART, RELEASE, REPO, render_chart
+from tests.integration.conftest import CHART, RELEASE, REPO, render_chart, watching
 
 from sits_localcluster.helm import helm_binary
 
-# (apiGroup, resource) -> verbs, and why the operator needs them.
-LEAST_RBAC: dict[tuple[str, str], set[str]] = {
+# (apiGroup, resource) -> verbs, and why the operator needs them, in the namespaces it
+# serves: the cluster-wide install's ClusterRole, or the namespaced install's Roles.
+NAMESPACED_RBAC: dict[tuple[str, str], set[str]] = {
     # watched; Kopf's finalizer and progress annotations (patch); alerts read one (get);
     # get, list and watch are also what the gateway's Role grants (escalation check)
     ("sits.dev", "sitsdeployments"): {"get", "list", "watch", "patch"},
@@ -29,7 +31,6 @@ LEAST_RBAC: dict[tuple[str, str], set[str]] = {
     ("sits.dev", "sitsdeployments/status"): {"patch"},
     # blockOwnerDeletion under OwnerReferencesPermissionEnforcement
     ("sits.dev", "sitsdeployments/finalizers"): {"update"},
-    ("sits.dev", "sitspolicies"): {"list", "watch"},  # an index fed by a watch
     ("apps", "deployments"): {"list", "watch", "create", "patch", "delete"},  # SSA children
     ("", "services"): {"list", "watch", "create", "patch", "delete"},
     # readiness and scheduling into status; the builtin router finds the gateway's pods
@@ -43,13 +44,22 @@ LEAST_RBAC: dict[tuple[str, str], set[str]] = {
     # grants these, only if it holds them itself (narrower than escalate/bind)
     ("discovery.k8s.io", "endpointslices"): {"get", "list", "watch"},
     ("", "events"): {"create"},  # an event per decision
-    ("", "secrets"): {"get"},  # the Prometheus auth Secret named by the spec
     # gatewayAPI: read the route, JSON-patch only the variant weights (never update)
     ("gateway.networking.k8s.io", "httproutes"): {"get", "patch"},
     # a route in another namespace only with a ReferenceGrant there, listed per analysis
     ("gateway.networking.k8s.io", "referencegrants"): {"list"},
-    ("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"},  # Kopf
 }
+# Cluster-scoped in both modes: SitsPolicies are cluster-scoped objects.
+CLUSTER_SCOPED_RBAC: dict[tuple[str, str], set[str]] = {
+    ("sits.dev", "sitspolicies"): {"list", "watch"},  # an index fed by a watch
+}
+# Cluster-wide install only: Kopf notices CRDs added while it runs. With --namespace it
+# does not look (settings.scanning.disabled, sits_operator.__main__.kopf_options).
+CRD_WATCH: dict[tuple[str, str], set[str]] = {
+    ("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"},
+}
+# The cluster-wide install's ClusterRole.
+LEAST_RBAC = NAMESPACED_RBAC | CLUSTER_SCOPED_RBAC | CRD_WATCH
 
 
 def by_kind(docs: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -99,17 +109,103 @@ def test_the_default_release_holds_operator_rbac_service_and_policy() -> None:
     ]
 
 
-def test_the_cluster_role_is_the_least_that_works() -> None:
-    (role,) = by_kind(render_chart())["ClusterRole"]
-    granted: dict[tuple[str, str], set[str]] = {}
+def granted(role: dict[str, Any]) -> dict[tuple[str, str], set[str]]:
+    """(apiGroup, resource) -> verbs of a Role or ClusterRole: no wildcard, no names."""
+    verbs: dict[tuple[str, str], set[str]] = {}
     for rule in role["rules"]:
         assert "*" not in rule["verbs"] + rule["resources"] + rule["apiGroups"]
         assert "resourceNames" not in rule
         assert "nonResourceURLs" not in rule
         for group in rule["apiGroups"]:
             for resource in rule["resources"]:
-                granted.setdefault((group, resource), set()).update(rule["verbs"])
-    assert granted == LEAST_RBAC
+                verbs.setdefault((group, resource), set()).update(rule["verbs"])
+    return verbs
+
+
+def test_the_cluster_role_is_the_least_that_works() -> None:
+    (role,) = by_kind(render_chart())["ClusterRole"]
+    assert granted(role) == LEAST_RBAC
+
+
+def test_the_namespaced_install_has_a_role_in_each_watched_namespace() -> None:
+    """operator.watchNamespaces: the operator's rules in a Role per watched namespace (each
+    once), bound to its ServiceAccount; the ClusterRole reads SitsPolicies and nothing
+    else; the operator is told the same namespaces (--namespace each)."""
+    kinds = by_kind(render_chart(*watching("team-a", "team-b", "team-a")))
+    operator = [r for r in kinds["Role"] if r["metadata"]["name"] == RELEASE]
+    assert sorted(r["metadata"]["namespace"] for r in operator) == ["team-a", "team-b"]
+    for role in operator:
+        assert granted(role) == NAMESPACED_RBAC
+    (cluster_role,) = kinds["ClusterRole"]
+    assert granted(cluster_role) == CLUSTER_SCOPED_RBAC
+    (cluster_binding,) = kinds["ClusterRoleBinding"]
+    assert cluster_binding["roleRef"]["name"] == cluster_role["metadata"]["name"]
+    account = {"kind": "ServiceAccount", "name": RELEASE, "namespace": "sits-system"}
+    assert cluster_binding["subjects"] == [account]
+    bindings = [b for b in kinds["RoleBinding"] if b["metadata"]["name"] == RELEASE]
+    assert sorted(b["metadata"]["namespace"] for b in bindings) == ["team-a", "team-b"]
+    for binding in bindings:
+        assert binding["roleRef"] == {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "Role",
+            "name": RELEASE,
+        }
+        assert binding["subjects"] == [account]
+    # The leader election's Role stays in the release's namespace, as it was.
+    election = [r for r in kinds["Role"] if r["metadata"]["name"] != RELEASE]
+    assert [r["metadata"]["namespace"] for r in election] == ["sits-system"]
+    (deployment,) = kinds["Deployment"]
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert [a for a in args if a.startswith("--namespace")] == [
+        "--namespace=team-a",
+        "--namespace=team-b",
+    ]
+    cluster_wide = by_kind(render_chart())["Deployment"][0]
+    assert not [
+        a
+        for a in cluster_wide["spec"]["template"]["spec"]["containers"][0]["args"]
+        if a.startswith("--namespace")
+    ]
+
+
+def test_both_modes_take_their_rules_from_one_source() -> None:
+    """The Roles' rules are the ClusterRole's, in the same order and with the same
+    comments' content: only the cluster-scoped rules differ (templates/_rbac.tpl)."""
+    (cluster_role,) = by_kind(render_chart())["ClusterRole"]
+    kinds = by_kind(render_chart(*watching("team-a")))
+    (role,) = [r for r in kinds["Role"] if r["metadata"]["name"] == RELEASE]
+    (reader,) = kinds["ClusterRole"]
+    crds = [r for r in cluster_role["rules"] if r["apiGroups"] == ["apiextensions.k8s.io"]]
+    assert cluster_role["rules"] == role["rules"] + reader["rules"] + crds
+
+
+def test_a_cluster_admin_can_keep_the_cluster_role_out_of_the_release() -> None:
+    """rbac.clusterRole=false: nothing cluster-scoped from the RBAC template (a team that
+    may not create it installs the rest; an admin applies the ClusterRole)."""
+    values = ("--set", "rbac.clusterRole=false", "--set", "defaultPolicy.install=false")
+    team = by_kind(render_chart(*watching("team-a"), *values))
+    assert not {"ClusterRole", "ClusterRoleBinding", "SitsPolicy"} & set(team)
+    assert {r["metadata"]["namespace"] for r in team["Role"]} == {"team-a", "sits-system"}
+    # What the admin applies for that release: the cluster-scoped template alone.
+    admin = by_kind(render_chart(*watching("team-a"), "--show-only", "templates/rbac.yaml"))
+    assert set(admin) == {"ClusterRole", "ClusterRoleBinding"}
+    assert granted(admin["ClusterRole"][0]) == CLUSTER_SCOPED_RBAC
+    assert admin["ClusterRoleBinding"][0]["subjects"][0]["name"] == RELEASE
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        (("--set", "operator.watchNamespaces=team-a"), "watchNamespaces must be a list"),
+        (("--set-json", 'operator.watchNamespaces=["team-a", ""]'), "has an empty entry"),
+    ],
+)
+def test_watch_namespaces_that_cannot_work_are_refused(
+    values: tuple[str, ...], message: str
+) -> None:
+    result = helm("template", RELEASE, str(CHART), *values)
+    assert result.returncode != 0
+    assert message in result.stderr
 
 
 def test_the_operator_pod_is_locked_down_and_wired_to_its_ports() -> None:
@@ -269,14 +365,16 @@ def test_an_existing_service_account_can_be_used() -> None:
 
 
 @pytest.mark.cluster
+@pytest.mark.parametrize("mode", ["cluster-wide", "namespaced"])
 def test_the_api_server_accepts_every_rendered_object(
-    local_cluster: Any, crds_installed: tuple[str, ...], tmp_path: Path
+    local_cluster: Any, crds_installed: tuple[str, ...], tmp_path: Path, mode: str
 ) -> None:
     """Server-side dry run: the real schemas (Deployment, RBAC, the SitsPolicy CRD) judge
-    the rendered release; nothing is created."""
+    the rendered release, in both RBAC modes; nothing is created."""
     local_cluster.kubectl("create", "namespace", "sits-system", check=False)
     manifest = tmp_path / "release.yaml"
-    docs = render_chart("--set", "metrics.serviceMonitor.enabled=false")
+    watch = watching("default") if mode == "namespaced" else ()
+    docs = render_chart("--set", "metrics.serviceMonitor.enabled=false", *watch)
     manifest.write_text("\n---\n".join(yaml.safe_dump(d) for d in docs))
     result = local_cluster.kubectl(
         "apply",

@@ -31,6 +31,7 @@ from sits_localcluster.synthetic import Profile, SyntheticServer
 from sits_operator.core.leadership import LEASE_DURATION_SECONDS, RETRY_PERIOD_SECONDS
 from sits_operator_testing.manifests import deployment, fast_policy
 from sits_operator_testing.process import OperatorProcess
+from sits_operator_testing.rbac import watched
 
 # Room for the rollout's pods: test_analysis.py's extra GPU node.
 pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("capacity")]
@@ -58,7 +59,7 @@ def lease_rbac(local_cluster: Any, operator_kubeconfig: Path) -> None:
 class Candidate:
     """One operator process with an identity (POD_NAME) and its own /metrics."""
 
-    def __init__(self, name: str, kubeconfig: Path, log_dir: Path) -> None:
+    def __init__(self, name: str, kubeconfig: Path, log_dir: Path, namespace: str) -> None:
         self.name = name
         self.metrics_port = free_port()
         log_dir.mkdir(parents=True, exist_ok=True)
@@ -67,6 +68,8 @@ class Candidate:
             log_dir,
             extra_args=("--leader-elect", "--metrics-address", f"127.0.0.1:{self.metrics_port}"),
             extra_env={"POD_NAME": name, "SITS_LEADER_ELECTION_NAMESPACE": OPERATOR_NAMESPACE},
+            # SITS_TEST_RBAC=namespaced: the test's namespace only (its Role is there).
+            namespaces=watched(namespace),
         )
 
     def log(self) -> str:
@@ -162,8 +165,8 @@ def pair(
     local_cluster.kubectl(
         "delete", "lease", LEASE, "-n", OPERATOR_NAMESPACE, "--ignore-not-found", check=False
     )
-    a = Candidate("op-a", operator_kubeconfig, tmp_path / "op-a")
-    b = Candidate("op-b", operator_kubeconfig, tmp_path / "op-b")
+    a = Candidate("op-a", operator_kubeconfig, tmp_path / "op-a", namespace)
+    b = Candidate("op-b", operator_kubeconfig, tmp_path / "op-b", namespace)
     a.proc.start()
     a.proc.wait_for_log("leading", "op-a became the leader", timeout=20)
     b.proc.start()

@@ -7,7 +7,7 @@ vLLM refuses to load it and v2's sidecar answers 502 to every request for it). E
 two gateway pods the operator deploys (router builtin); the operator runs from its chart;
 Prometheus finds the pods through the apiserver; the load generator sends session-flow
 traffic (base model and adapter) through each root Service's ClusterIP. The timelines
-(weights, SLIs, request rates, decisions) are written as JSON and PNG next to the test
+(weights, SLIs, request rates, the operator's events) are written as JSON and PNG next to the test
 cluster's state (their paths are printed).
 """
 
@@ -132,7 +132,7 @@ def test_healthy_candidate_is_promoted_step_by_step_under_load(live: Live) -> No
     assert weights == sorted(weights), f"the candidate's weight went down: {weights}"
     assert {20, 40, 60} <= set(weights), f"steps skipped: {sorted(set(weights))}"
     assert weights[-1] == 100
-    reasons = [d.reason for d in result.timeline.decisions]
+    reasons = [e.reason for e in result.timeline.events]
     assert reasons.count("Step") >= 2
     assert "Promoted" in reasons
 
@@ -148,7 +148,7 @@ def test_no_request_fails_during_any_weight_change(live: Live) -> None:
 def test_broken_candidate_is_rolled_back_after_exactly_two_failing_periods(live: Live) -> None:
     result = live.broken
     assert result.finished, f"not rolled back; last phase {result.timeline.samples[-1].phase}"
-    (rollback,) = [d for d in result.timeline.decisions if d.reason == "RolledBack"]
+    (rollback,) = [e for e in result.timeline.events if e.reason == "RolledBack"]
     assert "success-rate" in rollback.message
     assert "for 2 of 2 periods" in rollback.message, rollback.message
     # The failures were real: v2's sidecar answered 502 for the truncated adapter.
@@ -223,7 +223,7 @@ def test_operator_killed_mid_rollout_resumes_without_counting_a_period_twice(liv
     killed: list[float] = []
 
     def kill_after_first_step(story: Story, sample: Sample) -> None:
-        if killed or not any(d.reason == "Step" for d in story.recorder.timeline.decisions):
+        if killed or not any(e.reason == "Step" for e in story.recorder.timeline.events):
             return
         pod = live.env.operator.pod()
         assert pod is not None
@@ -251,7 +251,7 @@ def test_operator_killed_mid_rollout_resumes_without_counting_a_period_twice(liv
     pod = live.env.operator.pod()
     assert pod is not None
     assert pod["status"]["containerStatuses"][0]["restartCount"] >= 1
-    steps = [d.t for d in result.timeline.decisions if d.reason in ("Step", "Promoting")]
+    steps = [e.t for e in result.timeline.events if e.reason in ("Step", "Promoting")]
     gaps = [b - a for a, b in itertools.pairwise(steps)]
     # Each step needs two new passing periods (5 s each): a period counted twice by the
     # restarted operator would take a step one period early.

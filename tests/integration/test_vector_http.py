@@ -110,7 +110,7 @@ async def test_missing_index_is_503_until_the_directory_is_filled(
         assert (error["code"], error["type"]) == ("index_unavailable", "service_unavailable_error")
         assert "manifest.json" in error["message"]
         assert value("sits_cache_vector_index_available") == 0
-        assert (await (await client.get("/v1/retrieval/index")).json())["available"] is False
+        assert (await (await client.get("/v1/vector/index")).json())["available"] is False
 
         shutil.copytree(ivf_dir, target, dirs_exist_ok=True)
         await service.refresh()  # what the background task does every refresh_seconds
@@ -159,7 +159,7 @@ async def test_hot_lists_are_preloaded_after_a_restart(ivf_dir: Path, tmp_path: 
         response = await client.post("/v1/retrieve", json={"vector": vector_of(90, 1001)})
         assert (await response.json())["cache"]["hit"] is False
         assert value("sits_cache_misses_total", tier="vector") == 1
-        described = await (await client.get("/v1/retrieval/index")).json()
+        described = await (await client.get("/v1/vector/index")).json()
         assert described["resident_lists"] == preloaded
 
 

@@ -143,3 +143,18 @@ async def test_requests_without_the_token_are_refused_before_anything(
         assert response.status == status
         if status == 401:
             assert "bearer" in (await response.json())["error"]
+
+
+async def test_an_alert_about_an_unwatched_namespace_is_not_found_without_the_api() -> None:
+    """A namespaced install (--namespace team-a) may not read other namespaces: an alert
+    naming one is answered 404 at once, never with the API's 403."""
+    receiver = AlertReceiver(NoApi(), namespaces=("team-a",))  # type: ignore[arg-type]
+    app = Application()
+    app.router.add_post(PATH, receiver.handle)
+    async with TestClient(TestServer(app)) as http:
+        payload = {"alerts": [alert(alertname="Burn", namespace="team-b", sits_deployment="chat")]}
+        response = await http.post(PATH, json=payload)
+        assert response.status == 404
+        assert (await response.json())["notFound"] == [
+            "team-b/chat: namespace team-b is not watched by this operator"
+        ]

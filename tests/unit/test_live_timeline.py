@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from sits_live.plot import plot
-from sits_live.timeline import Decision, Queries, Recorder, Sample, Timeline, VariantSample
+from sits_live.timeline import Event, Queries, Recorder, Sample, Timeline, VariantSample
 from sits_live.view import LiveView, sample_line
 
 STARTED = 1_800_000_000.0
@@ -89,7 +89,7 @@ def test_no_object_yet_is_a_sample_without_variants() -> None:
     assert sample.variants == {}
 
 
-def test_each_event_becomes_one_decision_at_its_own_time() -> None:
+def test_each_event_is_recorded_once_at_its_own_time() -> None:
     fakes = Fakes()
     recorder = fakes.recorder()
     fakes.events = [
@@ -98,7 +98,7 @@ def test_each_event_becomes_one_decision_at_its_own_time() -> None:
     ]
     recorder.sample()
     recorder.sample()  # the same events again: not recorded twice
-    reasons = [(d.reason, d.t) for d in recorder.timeline.decisions]
+    reasons = [(e.reason, e.t) for e in recorder.timeline.events]
     # STARTED is 2027-01-15T08:00:00Z: the events are 5 s and 10 s after it.
     assert reasons == [("WeightChanged", 5.0), ("RolledBack", 10.0)]
 
@@ -107,7 +107,7 @@ def test_json_round_trip_keeps_everything() -> None:
     timeline = Timeline(name="chat", namespace="ns", scenario="s", started=STARTED)
     variants = {"v1": VariantSample(weight=90, p95_ms=10.0)}
     timeline.samples.append(Sample(t=1.0, phase="Progressing", variants=variants))
-    timeline.decisions.append(Decision(t=1.0, reason="WeightChanged", message="m"))
+    timeline.events.append(Event(t=1.0, reason="WeightChanged", message="m"))
     timeline.notes["requests"] = 10
     again = Timeline.from_json(timeline.to_json())
     assert again == timeline
@@ -135,25 +135,23 @@ def test_plot_writes_a_png_with_every_variant(tmp_path: Path) -> None:
                 },
             )
         )
-    timeline.decisions.append(Decision(t=2.0, reason="RolledBack", message="m"))
+    timeline.events.append(Event(t=2.0, reason="RolledBack", message="m"))
     path = plot(timeline, tmp_path / "out" / "t.png")
     data = path.read_bytes()
     assert data.startswith(b"\x89PNG")
     assert len(data) > 10_000
 
 
-def test_live_view_prints_decisions_once_and_skips_repeated_samples() -> None:
+def test_live_view_prints_events_once_and_skips_repeated_samples() -> None:
     lines: list[str] = []
     view = LiveView(out=lines.append, every=100)
     same = {"v1": VariantSample(weight=100)}
-    decisions = [
-        Decision(t=1.0, reason="RolledBack", message="two failing periods", type="Warning")
-    ]
-    view.show(Sample(t=1.0, phase="Progressing", variants=same), decisions)
-    view.show(Sample(t=2.0, phase="Progressing", variants=same), decisions)
-    view.show(Sample(t=3.0, phase="RolledBack", variants=same), decisions)
+    events = [Event(t=1.0, reason="RolledBack", message="two failing periods", type="Warning")]
+    view.show(Sample(t=1.0, phase="Progressing", variants=same), events)
+    view.show(Sample(t=2.0, phase="Progressing", variants=same), events)
+    view.show(Sample(t=3.0, phase="RolledBack", variants=same), events)
     assert lines[0].endswith("!! RolledBack: two failing periods")
-    assert len(lines) == 3  # the decision, the first sample, the phase change
+    assert len(lines) == 3  # the event, the first sample, the phase change
     assert "RolledBack" in lines[2]
 
 

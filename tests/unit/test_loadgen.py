@@ -26,10 +26,10 @@ from sits_loadgen import (
     SUCCESS,
     Journey,
     LoadConfig,
-    Outcome,
     PlannedRequest,
     Progress,
     RequestRecord,
+    SendResult,
     Turn,
     UnsafeTargetError,
     check_target,
@@ -270,7 +270,7 @@ class FakeSender:
         self.in_flight = self.peak = 0
         self.fail: Callable[[PlannedRequest], bool] = lambda _: False
 
-    async def send(self, request: PlannedRequest) -> Outcome:
+    async def send(self, request: PlannedRequest) -> SendResult:
         self.sent_at[request.index] = self.clock.monotonic()
         self.in_flight += 1
         self.peak = max(self.peak, self.in_flight)
@@ -280,7 +280,7 @@ class FakeSender:
             self.in_flight -= 1
         if self.fail(request):
             raise RuntimeError("sender bug")
-        return Outcome(
+        return SendResult(
             ok=True,
             latency_s=self.latency_s,
             status=200,
@@ -532,7 +532,7 @@ SSE_HEADERS = {"content-type": "text/event-stream"}
 
 async def send_via(
     handler: Handler, *, stream: bool, temperature: float | None = 0.7
-) -> tuple[Outcome, list[httpx2.Request]]:
+) -> tuple[SendResult, list[httpx2.Request]]:
     seen: list[httpx2.Request] = []
 
     def recording(request: httpx2.Request) -> httpx2.Response:
@@ -554,16 +554,16 @@ async def send_via(
 
 async def test_a_plain_answer_yields_variant_cache_result_and_tokens() -> None:
     headers = {"x-sits-variant": "v2", "x-sits-cache": "hit"}
-    outcome, seen = await send_via(
+    result, seen = await send_via(
         lambda _: httpx2.Response(200, json=completion_body(), headers=headers), stream=False
     )
-    assert outcome.ok
-    assert outcome.status == 200
-    assert outcome.error is None
-    assert (outcome.variant, outcome.cache) == ("v2", "hit")
-    assert (outcome.prompt_tokens, outcome.completion_tokens) == (11, 3)
-    assert outcome.ttft_s is None
-    assert outcome.latency_s > 0
+    assert result.ok
+    assert result.status == 200
+    assert result.error is None
+    assert (result.variant, result.cache) == ("v2", "hit")
+    assert (result.prompt_tokens, result.completion_tokens) == (11, 3)
+    assert result.ttft_s is None
+    assert result.latency_s > 0
     body = json.loads(seen[0].content)
     assert body["model"] == "tiny"
     assert body["max_tokens"] == 32
@@ -582,14 +582,14 @@ async def test_no_temperature_is_sent_when_the_mix_says_none() -> None:
 
 async def test_a_stream_yields_time_to_first_token_and_usage() -> None:
     headers = SSE_HEADERS | {"x-sits-variant": "v1", "x-sits-cache": "miss"}
-    outcome, seen = await send_via(
+    result, seen = await send_via(
         lambda _: httpx2.Response(200, content=STREAM, headers=headers), stream=True
     )
-    assert outcome.ok
-    assert outcome.error is None
-    assert outcome.ttft_s is not None
-    assert 0 < outcome.ttft_s <= outcome.latency_s
-    assert (outcome.variant, outcome.cache, outcome.completion_tokens) == ("v1", "miss", 3)
+    assert result.ok
+    assert result.error is None
+    assert result.ttft_s is not None
+    assert 0 < result.ttft_s <= result.latency_s
+    assert (result.variant, result.cache, result.completion_tokens) == ("v1", "miss", 3)
     body = json.loads(seen[0].content)
     assert body["stream"] is True
     assert body["stream_options"] == {"include_usage": True}
@@ -613,33 +613,33 @@ async def test_error_statuses_are_recorded_with_class_status_and_variant(
     response: httpx2.Response, error: str, status: int
 ) -> None:
     for stream in (False, True):
-        outcome, _ = await send_via(lambda _: response, stream=stream)
-        assert (outcome.ok, outcome.error, outcome.status) == (False, error, status)
-    assert outcome.variant == response.headers.get("x-sits-variant")
+        result, _ = await send_via(lambda _: response, stream=stream)
+        assert (result.ok, result.error, result.status) == (False, error, status)
+    assert result.variant == response.headers.get("x-sits-variant")
 
 
 async def test_transport_failures_and_broken_streams_are_errors() -> None:
     def refuse(request: httpx2.Request) -> httpx2.Response:
         raise httpx2.ConnectError("refused", request=request)
 
-    outcome, _ = await send_via(refuse, stream=False)
-    assert (outcome.ok, outcome.error, outcome.status) == (False, "APIConnectionError", None)
+    result, _ = await send_via(refuse, stream=False)
+    assert (result.ok, result.error, result.status) == (False, "APIConnectionError", None)
     broken = sse(chunk(""), chunk("he"), {"error": {"message": "upstream died", "code": 502}})
-    outcome, _ = await send_via(
+    result, _ = await send_via(
         lambda _: httpx2.Response(200, content=broken, headers=SSE_HEADERS), stream=True
     )
-    assert (outcome.ok, outcome.error) == (False, "APIError")
+    assert (result.ok, result.error) == (False, "APIError")
     empty = httpx2.Response(200, content=sse("[DONE]"), headers=SSE_HEADERS)
-    outcome, _ = await send_via(lambda _: empty, stream=True)
-    assert (outcome.ok, outcome.error) == (False, "EmptyStream")
+    result, _ = await send_via(lambda _: empty, stream=True)
+    assert (result.ok, result.error) == (False, "EmptyStream")
 
 
 async def test_redirects_are_not_followed_anywhere() -> None:
     moved = httpx2.Response(307, headers={"location": "http://203.0.113.5/v1/chat/completions"})
-    outcome, seen = await send_via(lambda _: moved, stream=False)
+    result, seen = await send_via(lambda _: moved, stream=False)
     assert len(seen) == 1
     assert seen[0].url.host == "127.0.0.1"
-    assert (outcome.ok, outcome.status) == (False, 307)
+    assert (result.ok, result.status) == (False, 307)
 
 
 def test_header_names_match_the_gateway_and_the_sidecar() -> None:
@@ -726,7 +726,7 @@ def test_stats_of_nothing_has_no_rates() -> None:
 
 def test_a_completed_record_rounds_start_to_milliseconds() -> None:
     planned = next(iter(plan(config())))
-    rec = completed_record(planned, 1_800_000_000.123456, Outcome(ok=True, latency_s=0.0123456))
+    rec = completed_record(planned, 1_800_000_000.123456, SendResult(ok=True, latency_s=0.0123456))
     assert (rec.start, rec.latency_ms, rec.outcome) == (1_800_000_000.123, 12.346, SUCCESS)
     assert rec.context_fields == len(planned.turn.context)
 

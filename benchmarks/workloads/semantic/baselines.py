@@ -28,7 +28,10 @@ from sits_inference.cache.semantic.normalise import exact_key, normalise_text
 
 
 @dataclass(frozen=True, slots=True)
-class Outcome:
+class Scores:
+    """One cache on the workload: paraphrase hits and wrong answers, near-miss false hits,
+    lookup latency."""
+
     name: str
     paraphrase_hit: float
     paraphrase_wrong: float
@@ -61,7 +64,7 @@ def run_protocol(
     lookup: Callable[[str], str | None],
     limit: int | None = None,
     note: str = "",
-) -> Outcome:
+) -> Scores:
     """`lookup` returns the stored text that answered, or None."""
     intent_of = workload.intent_of()
     for n, text in enumerate(stored_texts(workload)):
@@ -82,7 +85,7 @@ def run_protocol(
             results[kind].append(correct)
             if n % 250 == 0:
                 print(f"  {name}: {kind} query {n}/{len(texts)}", flush=True)
-    return Outcome(
+    return Scores(
         name=name,
         paraphrase_hit=_share(results["para"], True),
         paraphrase_wrong=_share(results["para"], False),
@@ -102,7 +105,7 @@ def _quantile(values: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def l1(workload: Workload, embedder: Embedder, threshold: float, limit: int | None) -> Outcome:
+def l1(workload: Workload, embedder: Embedder, threshold: float, limit: int | None) -> Scores:
     config = SemanticConfig(threshold=threshold, max_entries=200_000)
     cache = SemanticCache(config, metrics=CacheMetrics(), embedder=embedder)
 
@@ -117,7 +120,7 @@ def l1(workload: Workload, embedder: Embedder, threshold: float, limit: int | No
     return run_protocol(name, workload, store, lookup, limit=limit)
 
 
-def exact(workload: Workload, limit: int | None) -> Outcome:
+def exact(workload: Workload, limit: int | None) -> Scores:
     table: dict[str, str] = {}
 
     def store(text: str) -> None:
@@ -138,7 +141,7 @@ def gptcache_available() -> str | None:
     return f"missing {', '.join(missing)}" if missing else None
 
 
-def gptcache(workload: Workload, *, similar: bool, limit: int | None) -> Outcome:
+def gptcache(workload: Workload, *, similar: bool, limit: int | None) -> Scores:
     """GPTCache 0.1.44 as shipped: its literal default (`Cache.init()` with no arguments:
     exact string match, in-memory map), or its documented similar-search setup (sqlite +
     faiss data manager, `SearchDistanceEvaluation`, `Config()` threshold 0.8) with its

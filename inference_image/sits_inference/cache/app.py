@@ -73,9 +73,9 @@ from .request import InferenceCall, read_call
 from .semantic import Admission, CacheRequest, Hit, Probe, SkipReason
 from .settings import SidecarSettings
 from .sidecar_metrics import (
+    CacheOutcome,
     CoalesceResult,
     Invalidation,
-    Outcome,
     SidecarMetrics,
     StoreResult,
     UpstreamFailure,
@@ -95,8 +95,11 @@ OPERATIONS: dict[Kind, Operation] = {"chat": Operation.CHAT, "completion": Opera
 
 
 @dataclass(frozen=True, slots=True)
-class Decision:
-    outcome: Outcome
+class CachePlan:
+    """What L1 does with a request, settled before any lookup: bypass it, skip it (and
+    why), or look it up with its admission (a miss unless a lookup finds a hit)."""
+
+    outcome: CacheOutcome
     admission: Admission | None = None
     reason: SkipReason | None = None
 
@@ -259,23 +262,23 @@ class Sidecar:
     def _inference(self, kind: Kind) -> Handler:
         async def handle(request: web.Request) -> web.StreamResponse:
             started = time.perf_counter()
-            outcome = Outcome.CANCELLED  # unless decided: the client left (aiohttp cancels)
+            outcome = CacheOutcome.CANCELLED  # unless decided: the client left (aiohttp cancels)
             # code 0 until known; left at 0 (cancelled before an answer) it becomes 499
             rec = RequestRecord(self.settings.variant, OPERATIONS[kind], "", 0, 0.0, 0)
             try:
                 try:
                     call = await read_call(request, kind, self.settings.max_body_bytes)
                 except ApiError as err:
-                    outcome, rec.code = Outcome.REJECTED, err.status
+                    outcome, rec.code = CacheOutcome.REJECTED, err.status
                     return reply(err)
                 rec.model, rec.prompt_tokens = call.model, estimated_prompt_tokens(call.raw)
                 response, outcome = await self._serve(request, call, rec, started)
                 rec.code = rec.code or response.status
-                if outcome is Outcome.HIT and call.stream:  # replayed in one write
+                if outcome is CacheOutcome.HIT and call.stream:  # replayed in one write
                     rec.ttft_s = time.perf_counter() - started
                 return response
             except Exception:
-                outcome, rec.code = Outcome.ERROR, rec.code or 500
+                outcome, rec.code = CacheOutcome.ERROR, rec.code or 500
                 raise
             finally:
                 duration = time.perf_counter() - started
@@ -292,7 +295,7 @@ class Sidecar:
 
     async def _serve(
         self, request: web.Request, call: InferenceCall, rec: RequestRecord, started: float
-    ) -> tuple[web.StreamResponse, Outcome]:
+    ) -> tuple[web.StreamResponse, CacheOutcome]:
         bypass = request.headers.get(CACHE_HEADER, "").strip().lower() == "bypass"
         try:
             async with lease_for(self.tiers.lora, call.model) as lease:
@@ -302,7 +305,8 @@ class Sidecar:
                 self.metrics.upstream_errors.labels(UpstreamFailure.UNAVAILABLE).inc()
             code = "model_not_found" if err.status == 404 else "adapter_unavailable"
             type_ = ErrorType.NOT_FOUND if err.status == 404 else ErrorType.UNAVAILABLE
-            return reply(ApiError(err.status, err.message, type=type_, code=code)), Outcome.ERROR
+            error = ApiError(err.status, err.message, type=type_, code=code)
+            return reply(error), CacheOutcome.ERROR
 
     async def _with_lease(
         self,
@@ -312,12 +316,12 @@ class Sidecar:
         bypass: bool,
         rec: RequestRecord,
         started: float,
-    ) -> tuple[web.StreamResponse, Outcome]:
-        decision = self._decide(call, lease, bypass)
-        headers: dict[str, str] = {CACHE_HEADER: decision.outcome}
-        if decision.reason:
-            headers[REASON_HEADER] = decision.reason
-        admission = decision.admission
+    ) -> tuple[web.StreamResponse, CacheOutcome]:
+        plan = self._plan(call, lease, bypass)
+        headers: dict[str, str] = {CACHE_HEADER: plan.outcome}
+        if plan.reason:
+            headers[REASON_HEADER] = plan.reason
+        admission = plan.admission
         search = False  # only L1's semantic search can still find a hit
         if admission is not None and (self.monitor.up or self.settings.serve_hits_when_down):
             probe = await self.lookups.probe(admission)
@@ -327,15 +331,15 @@ class Sidecar:
             hit = probe.hit
             served = await self._from_hit(request, call, hit, rec) if hit is not None else None
             if served is not None:
-                return served, Outcome.HIT
+                return served, CacheOutcome.HIT
         if not self.monitor.up:
             self.metrics.upstream_errors.labels(UpstreamFailure.UNAVAILABLE).inc()
-            return reply(unavailable(self.monitor.detail), headers), Outcome.ERROR
+            return reply(unavailable(self.monitor.detail), headers), CacheOutcome.ERROR
         key = None if admission is None else (admission.partition, admission.exact)
         if admission is not None and not call.stream:
             followed = await self._follow(request, call, admission, rec)
             if followed is not None:
-                return followed, Outcome.HIT
+                return followed, CacheOutcome.HIT
         fwd = self._forward(request, call, lease, admission, headers, rec, started)
         async with self._coalescer.lead(key):
             # Sent while L1 searches: vLLM's time to the first token hides the embedding.
@@ -346,13 +350,13 @@ class Sidecar:
                     served = await self._from_hit(request, call, hit, rec) if hit else None
                     if served is not None:
                         sent.abandon()
-                        return served, Outcome.HIT
+                        return served, CacheOutcome.HIT
                 response = await self.relay.inference(request, fwd, sent)
             except BaseException:  # the client left while L1 searched, or a bug
                 if sent is not None:
                     sent.abandon()
                 raise
-        return response, decision.outcome if response.status < 500 else Outcome.ERROR
+        return response, plan.outcome if response.status < 500 else CacheOutcome.ERROR
 
     def _forward(
         self,
@@ -398,10 +402,10 @@ class Sidecar:
             served.headers[COALESCED_HEADER] = "true"
         return served
 
-    def _decide(self, call: InferenceCall, lease: AdapterLease | None, bypass: bool) -> Decision:
+    def _plan(self, call: InferenceCall, lease: AdapterLease | None, bypass: bool) -> CachePlan:
         semantic = self.tiers.semantic
         if bypass:
-            return Decision(Outcome.BYPASS)
+            return CachePlan(CacheOutcome.BYPASS)
         if semantic is None:
             return self._skip(SkipReason.DISABLED)
         request = CacheRequest(
@@ -418,11 +422,11 @@ class Sidecar:
             return self._skip(SkipReason.ADMIT_ERROR)
         if admission.reason is not None:  # not cacheable, and why
             return self._skip(admission.reason)
-        return Decision(Outcome.MISS, admission)
+        return CachePlan(CacheOutcome.MISS, admission)
 
-    def _skip(self, reason: SkipReason) -> Decision:
+    def _skip(self, reason: SkipReason) -> CachePlan:
         self.metrics.skipped.labels(reason).inc()
-        return Decision(Outcome.SKIP, reason=reason)
+        return CachePlan(CacheOutcome.SKIP, reason=reason)
 
     @property
     def lookups(self) -> Lookups:
@@ -463,7 +467,7 @@ class Sidecar:
         if cached.usage is not None:  # what the answer cost when generated, as the client sees
             apply_usage(rec, usage_of(cached.usage))
         headers = {
-            CACHE_HEADER: Outcome.HIT,
+            CACHE_HEADER: CacheOutcome.HIT,
             SIMILARITY_HEADER: f"{hit.similarity:.4f}",
             AGE_HEADER: f"{hit.age_seconds:.1f}",
         }

@@ -14,9 +14,11 @@ from typing import Final
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 
-class Outcome(enum.StrEnum):
+class CacheOutcome(enum.StrEnum):
     """What the sidecar did with a chat or completion request (``x-sits-cache`` for the
-    first four; the ``outcome`` label of ``sits_cache_requests_total``)."""
+    first four; the ``outcome`` label of ``sits_cache_requests_total``). Not the request
+    contract's ``Outcome`` (success or error, ``sits_requests_total``), which the sidecar
+    records beside it."""
 
     HIT = "hit"
     MISS = "miss"
@@ -139,7 +141,7 @@ class SidecarMetrics:
         )
         for found in CoalesceResult:
             self.coalesced.labels(found)
-        for outcome in Outcome:
+        for outcome in CacheOutcome:
             self.requests.labels(outcome)
         for kind in UpstreamFailure:
             self.upstream_errors.labels(kind)

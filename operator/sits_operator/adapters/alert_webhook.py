@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,10 +62,21 @@ class TokenFile:
 
 
 class AlertReceiver:
-    def __init__(self, api: client.ApiClient, token: TokenFile | None = None) -> None:
+    """`namespaces`: the operator's watched namespaces (--namespace); an alert naming any
+    other is not found, without asking the API (a namespaced install may not read there).
+    Empty: every namespace."""
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        token: TokenFile | None = None,
+        *,
+        namespaces: Collection[str] = (),
+    ) -> None:
         self._api = api
         self._custom = client.CustomObjectsApi(api)
         self._token = token
+        self._namespaces = frozenset(namespaces)
 
     async def handle(self, request: web.Request) -> web.Response:
         if self._token is not None and not authorized(
@@ -101,6 +113,11 @@ class AlertReceiver:
         )
 
     async def _act(self, target: AlertTarget) -> tuple[Verdict, str]:
+        if self._namespaces and target.namespace not in self._namespaces:
+            return (
+                Verdict.NOT_FOUND,
+                f"namespace {target.namespace} is not watched by this operator",
+            )
         body = await self._read(target)
         verdict, why = judge(target, body)
         if verdict is Verdict.NOT_FOUND or body is None:
@@ -144,12 +161,15 @@ def token_from_environment() -> TokenFile | None:
     return TokenFile(Path(path)) if path else None
 
 
-async def start_alert_server(api: client.ApiClient, address: str) -> web.AppRunner:
-    """Serve POST /api/v1/alerts on host:port; returns the runner to clean up."""
+async def start_alert_server(
+    api: client.ApiClient, address: str, *, namespaces: Collection[str] = ()
+) -> web.AppRunner:
+    """Serve POST /api/v1/alerts on host:port; returns the runner to clean up.
+    `namespaces`: the watched ones (empty: all), as AlertReceiver takes them."""
     host, _, port = address.rpartition(":")
     token = token_from_environment()
     app = web.Application(client_max_size=MAX_BODY)
-    app.router.add_post(PATH, AlertReceiver(api, token).handle)
+    app.router.add_post(PATH, AlertReceiver(api, token, namespaces=namespaces).handle)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     await web.TCPSite(runner, host or "127.0.0.1", int(port)).start()

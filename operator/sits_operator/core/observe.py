@@ -20,6 +20,8 @@ from sits_operator.model.observed import (
     ObservedState,
 )
 
+#: A SitsDeployment as its children's watch events name it: (namespace, name). The key of
+#: the watch caches here and of the wake-up signals (handlers/wakeups.py).
 ParentKey = tuple[str, str]
 
 

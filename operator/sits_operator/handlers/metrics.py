@@ -70,6 +70,15 @@ LEADER_TRANSITIONS = Counter(
     ["to"],
 )
 
+# What the watches of the child kinds deliver (handlers/watching.py): selected="false" is an
+# object the apiserver should have kept back (0 while the server-side selectors are on).
+WATCH_EVENTS = Counter(
+    "sits_operator_watch_events_total",
+    "Watch events (initial listing included) of the child kinds, by resource and whether the "
+    "object carried the operator's labels.",
+    ["resource", "selected"],
+)
+
 ROLLOUT_PHASE = Gauge(
     "sits_rollout_phase",
     "1 for the SitsDeployment's current status.phase, 0 for the others.",

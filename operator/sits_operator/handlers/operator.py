@@ -3,7 +3,8 @@
 Design: one daemon per SitsDeployment runs a level-triggered loop (reconcile, then
 sleep until a watch event of the object or one of its children, or the resync period).
 Children are read from Kopf indexes, which Kopf fills completely before any daemon
-starts, so a restarted operator sees every existing child and writes nothing.
+starts, so a restarted operator sees every existing child and writes nothing. Their watches
+carry label selectors (handlers/watching.py): the apiserver sends only the children.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from sits_operator.adapters.kube import (
     make_kube_writer,
 )
 from sits_operator.adapters.settings import settings_from_env
-from sits_operator.core import naming, observe
+from sits_operator.core import observe
 from sits_operator.handlers.alerts import start_alert_server
 from sits_operator.handlers.analysis import Analyzer
 from sits_operator.handlers.leadership import (
@@ -34,15 +35,22 @@ from sits_operator.handlers.leadership import (
     leader_only_routers,
     start_leadership,
 )
+from sits_operator.handlers.metrics import WATCH_EVENTS
 from sits_operator.handlers.notifications import notifying_poster, start_notifier
 from sits_operator.handlers.reconcile import Reconciler, post_event
 from sits_operator.handlers.wakeups import Wakeups
+from sits_operator.handlers.watching import (
+    OWNED,
+    SELECTED,
+    child_filter,
+    matches,
+    scope_watches,
+    server_side_enabled,
+)
 from sits_operator.model.spec import API_GROUP, API_VERSION, PLURAL
 
 log = logging.getLogger("sits_operator")
 WAKEUPS = Wakeups()
-OWNED = {naming.LABEL_MANAGED_BY: naming.MANAGED_BY}
-SELECTED = {naming.LABEL_DEPLOYMENT: kopf.PRESENT}
 # Coalesce bursts (a rollout's pods turn ready one by one) into fewer status writes.
 DEBOUNCE_SECONDS = 0.5
 
@@ -64,6 +72,9 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     # log line of every watched pod into an Event.
     settings.posting.level = logging.WARNING
     settings.watching.server_timeout = 300
+    # The apiserver sends only the operator's children (handlers/watching.py), not every
+    # Pod, Deployment, Service... of the cluster; set before Kopf's watchers start.
+    scope_watches(settings, enabled=server_side_enabled())
     operator_settings = settings_from_env()
     api = await api_client_from_environment()
     memo["api"] = api
@@ -84,7 +95,9 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     )
     address = os.environ.get("SITS_ALERT_WEBHOOK_ADDRESS", "")
     if address:
-        memo["alerts"] = await start_alert_server(api, address)
+        # Namespaced (--namespace): alerts about other namespaces are not this operator's.
+        watched = tuple(memo.get("watch_namespaces") or ())
+        memo["alerts"] = await start_alert_server(api, address, namespaces=watched)
     log.info("sits-operator started (field manager %s)", operator_settings.field_manager)
 
 
@@ -174,6 +187,19 @@ def wake_parent(*, namespace: str | None, labels: kopf.Labels, **_: Any) -> None
     key = observe.parent_key(namespace, labels)
     if key is not None:
         WAKEUPS.wake(key)
+
+
+# No label filter on purpose: counts whatever the watches deliver, selected or not.
+@kopf.on.event("apps", "v1", "deployments")
+@kopf.on.event("", "v1", "services")
+@kopf.on.event("", "v1", "serviceaccounts")
+@kopf.on.event("rbac.authorization.k8s.io", "v1", "roles")
+@kopf.on.event("rbac.authorization.k8s.io", "v1", "rolebindings")
+@kopf.on.event("policy", "v1", "poddisruptionbudgets")
+@kopf.on.event("", "v1", "pods")
+def count_watch_event(*, resource: kopf.Resource, labels: kopf.Labels, **_: Any) -> None:
+    selected = matches(child_filter(resource.plural), labels)
+    WATCH_EVENTS.labels(resource.plural, "true" if selected else "false").inc()
 
 
 @kopf.on.event(API_GROUP, API_VERSION, PLURAL)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 
-ParentKey = tuple[str, str]
+from sits_operator.core.observe import ParentKey
 
 
 class Wakeups:

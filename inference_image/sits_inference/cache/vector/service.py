@@ -268,7 +268,7 @@ class VectorService:
     def routes(self) -> list[web.RouteDef]:
         return [
             web.post("/v1/retrieve", self._handle_retrieve),
-            web.get("/v1/retrieval/index", self._handle_describe),
+            web.get("/v1/vector/index", self._handle_describe),
         ]
 
     async def _handle_retrieve(self, request: web.Request) -> web.Response:
@@ -293,7 +293,7 @@ class VectorService:
         return web.json_response(self.describe())
 
     def describe(self) -> dict[str, Any]:
-        """The open index and its residency, for GET /v1/retrieval/index and admin pages."""
+        """The open index and its residency, for GET /v1/vector/index and admin pages."""
         state = self._state
         if state is None:
             return {

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
-from sits_operator.core.analysis.outcome import TERMINAL, Context, Outcome, hold, normal
+from sits_operator.core.analysis.transition import TERMINAL, Context, Transition, hold, normal
 from sits_operator.core.analysis.transitions import (
     PAUSED,
     advance,
@@ -32,7 +32,7 @@ from sits_operator.model.analysis import (
 
 ORDER = (Command.RETRY, Command.PAUSE, Command.RESUME, Command.PROMOTE, Command.ABORT)
 
-_Handler = Callable[[Context, AnalysisState, str], Outcome]
+_Handler = Callable[[Context, AnalysisState, str], Transition]
 
 
 def pending(state: AnalysisState, commands: Mapping[Command, str]) -> list[tuple[Command, str]]:
@@ -46,18 +46,18 @@ def pending(state: AnalysisState, commands: Mapping[Command, str]) -> list[tuple
 
 def apply_commands(
     ctx: Context, state: AnalysisState, commands: Mapping[Command, str]
-) -> Outcome | None:
+) -> Transition | None:
     """Acknowledge and act on every new command; None when there is none."""
-    outcome: Outcome | None = None
+    applied: Transition | None = None
     for cmd, value in pending(state, commands):
-        current = state if outcome is None else outcome.state
+        current = state if applied is None else applied.state
         acked = replace(current, acknowledged={**current.acknowledged, cmd.value: value})
         step = _HANDLERS[cmd](ctx, acked, f"{command_annotation(cmd)}={value}")
-        outcome = step if outcome is None else outcome.then(step)
-    return outcome
+        applied = step if applied is None else applied.then(step)
+    return applied
 
 
-def _ignored(state: AnalysisState, annotation: str, why: str) -> Outcome:
+def _ignored(state: AnalysisState, annotation: str, why: str) -> Transition:
     """Acknowledged but nothing to do: say so, in status and in an event."""
     reason = f"{annotation} ignored: {why}"
     return hold(state, reason, action=DecisionAction.NONE).after_events(
@@ -65,17 +65,17 @@ def _ignored(state: AnalysisState, annotation: str, why: str) -> Outcome:
     )
 
 
-def _retry(ctx: Context, state: AnalysisState, annotation: str) -> Outcome:
+def _retry(ctx: Context, state: AnalysisState, annotation: str) -> Transition:
     return restart(ctx, state, f"analysis restarted by {annotation}", "Retry")
 
 
-def _pause(ctx: Context, state: AnalysisState, annotation: str) -> Outcome:
+def _pause(ctx: Context, state: AnalysisState, annotation: str) -> Transition:
     if state.phase in TERMINAL or state.phase is PAUSED:
         return _ignored(state, annotation, f"phase is {state.phase.value}")
     return pause(ctx, state, f"paused by {annotation}", by_hand=True)
 
 
-def _resume(ctx: Context, state: AnalysisState, annotation: str) -> Outcome:
+def _resume(ctx: Context, state: AnalysisState, annotation: str) -> Transition:
     """Leave a pause (any cause); on a pause step, go on to the next step."""
     if state.phase is PAUSED:
         return resume(ctx, state, f"resumed by {annotation}")
@@ -84,13 +84,13 @@ def _resume(ctx: Context, state: AnalysisState, annotation: str) -> Outcome:
     return _ignored(state, annotation, f"nothing paused (phase {state.phase.value})")
 
 
-def _promote(ctx: Context, state: AnalysisState, annotation: str) -> Outcome:
+def _promote(ctx: Context, state: AnalysisState, annotation: str) -> Transition:
     if state.phase is AnalysisPhase.SUCCEEDED:
         return _ignored(state, annotation, "already Succeeded")
     return succeed(ctx, state, f"promoted by {annotation}")
 
 
-def _abort(ctx: Context, state: AnalysisState, annotation: str) -> Outcome:
+def _abort(ctx: Context, state: AnalysisState, annotation: str) -> Transition:
     if state.phase is AnalysisPhase.ROLLED_BACK:
         return _ignored(state, annotation, "already RolledBack")
     return rollback(ctx, state, f"aborted by {annotation}")

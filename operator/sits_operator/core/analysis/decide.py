@@ -23,10 +23,10 @@ from dataclasses import replace
 from sits_operator.core.analysis import period, readiness, scaledown
 from sits_operator.core.analysis.commands import apply_commands
 from sits_operator.core.analysis.identity import SpecChange, describe_commit, spec_change
-from sits_operator.core.analysis.outcome import (
+from sits_operator.core.analysis.transition import (
     TERMINAL,
     Context,
-    Outcome,
+    Transition,
     normal,
     to_decision,
     transition,
@@ -69,10 +69,10 @@ def decide(
     return _evaluate(ctx, _trusted(ctx, state))
 
 
-def _open(ctx: Context, state: AnalysisState, commands: Mapping[Command, str]) -> Outcome | None:
+def _open(ctx: Context, state: AnalysisState, commands: Mapping[Command, str]) -> Transition | None:
     """Restart on a new revision (or adopt a committed outcome), then apply new commands;
     None when neither happened."""
-    started: Outcome | None = None
+    started: Transition | None = None
     change = spec_change(state, ctx.plan.revision_key)
     if change is SpecChange.NEW:
         started = restart(ctx, state, *_restart_words(ctx, state))
@@ -121,7 +121,7 @@ def _terminal(ctx: Context, state: AnalysisState) -> Decision:
     if losers:
         return to_decision(scale_down(ctx, state, losers), ctx.observed)
     reason = f"{state.phase.value}: waiting for a new revision or sits.dev/retry"
-    return to_decision(Outcome(state, DecisionAction.NONE, reason), ctx.observed)
+    return to_decision(Transition(state, DecisionAction.NONE, reason), ctx.observed)
 
 
 def _evaluate(ctx: Context, state: AnalysisState) -> Decision:
@@ -157,5 +157,5 @@ def _evaluate(ctx: Context, state: AnalysisState) -> Decision:
         return to_decision(waiting, ctx.observed, verdicts)
     counted = period.bookkeep(ctx, marked, results)
     noted = period.error_events(state, counted, results)
-    outcome = period.act(ctx, state, counted, results).after_events(noted)
-    return to_decision(outcome, ctx.observed, verdicts)
+    acted = period.act(ctx, state, counted, results).after_events(noted)
+    return to_decision(acted, ctx.observed, verdicts)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from sits_operator.core.analysis.outcome import TERMINAL
+from sits_operator.core.analysis.transition import TERMINAL
 from sits_operator.model.analysis import AnalysisState, VariantRevision, parse_revision_key
 from sits_operator.model.spec import Role
 

@@ -15,7 +15,7 @@ import math
 from dataclasses import replace
 
 from sits_operator.core.analysis import breaches as breach_rules
-from sits_operator.core.analysis.outcome import Context, Outcome, hold, normal, warning
+from sits_operator.core.analysis.transition import Context, Transition, hold, normal, warning
 from sits_operator.core.analysis.transitions import (
     PAUSED,
     advance,
@@ -85,7 +85,7 @@ def error_events(
     return ()
 
 
-def act(ctx: Context, before: AnalysisState, state: AnalysisState, results: Results) -> Outcome:
+def act(ctx: Context, before: AnalysisState, state: AnalysisState, results: Results) -> Transition:
     """The one action of this period (see the module docstring for the precedence)."""
     chosen = breach_rules.pick(results, state.breaches, ctx.now)
     verdicts = {r.verdict for r in results}
@@ -102,7 +102,7 @@ def act(ctx: Context, before: AnalysisState, state: AnalysisState, results: Resu
     return hold(state, f"breach not yet long enough: {_failing(ctx, state, results)}")
 
 
-def _rule_action(ctx: Context, state: AnalysisState, result: RuleResult) -> Outcome:
+def _rule_action(ctx: Context, state: AnalysisState, result: RuleResult) -> Transition:
     rule = result.rule
     said = breach_rules.describe(result, state.breaches.get(rule.name, Breach()), ctx.now)
     kind = rule.action.type
@@ -116,7 +116,7 @@ def _rule_action(ctx: Context, state: AnalysisState, result: RuleResult) -> Outc
     return hold(state, f"holding: {said}")
 
 
-def _on_error(ctx: Context, state: AnalysisState, results: Results) -> Outcome:
+def _on_error(ctx: Context, state: AnalysisState, results: Results) -> Transition:
     """Freeze: never step, promote or roll back on an outage; pause if the policy says so."""
     errors = _errors(results)
     if ctx.policy.on_error is ErrorAction.PAUSE and state.phase is not PAUSED:
@@ -126,7 +126,7 @@ def _on_error(ctx: Context, state: AnalysisState, results: Results) -> Outcome:
 
 def _on_no_data(
     ctx: Context, before: AnalysisState, state: AnalysisState, results: Results
-) -> Outcome:
+) -> Transition:
     """Hold while data is missing; after noData.after, do what the policy says."""
     since = _since(state.no_data_since, ctx.now)
     waited = ctx.now - since
@@ -142,12 +142,12 @@ def _on_no_data(
         return rollback(ctx, state, f"rolled back: {reason}")
     if action is NoDataAction.PAUSE and state.phase is not PAUSED:
         return pause(ctx, state, f"paused: {reason}")
-    outcome = hold(state, f"holding: {reason}")
+    held = hold(state, f"holding: {reason}")
     first = before.last_evaluated_at is None or before.last_evaluated_at - since < limit
-    return outcome.after_events((warning("NoData", reason),)) if first else outcome
+    return held.after_events((warning("NoData", reason),)) if first else held
 
 
-def _on_pass(ctx: Context, state: AnalysisState) -> Outcome:
+def _on_pass(ctx: Context, state: AnalysisState) -> Transition:
     """All SLIs pass: count toward the next step, or finish a promotion."""
     if state.phase is PAUSED:
         return hold(state, f"all SLIs pass; paused ({state.paused_reason}) until sits.dev/resume")
@@ -186,7 +186,7 @@ def step_periods_left(ctx: Context, state: AnalysisState) -> int:
     return max(0, entered + periods - ctx.period)
 
 
-def _on_pause_step(ctx: Context, state: AnalysisState) -> Outcome:
+def _on_pause_step(ctx: Context, state: AnalysisState) -> Transition:
     """A timed pause step ends after its duration (on a healthy period); else wait."""
     index = state.step_index
     seconds = pause_duration(ctx.plan, index)

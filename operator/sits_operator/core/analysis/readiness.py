@@ -23,7 +23,7 @@ Here, in each evaluated period (docs/architecture.md section 5):
 
 from __future__ import annotations
 
-from sits_operator.core.analysis.outcome import Context, Outcome, hold
+from sits_operator.core.analysis.transition import Context, Transition, hold
 from sits_operator.core.analysis.transitions import PAUSED, rollback
 from sits_operator.core.analysis.verdicts import Judgement, RuleResult, combined
 from sits_operator.model.analysis import (
@@ -65,7 +65,7 @@ def unready_since(ctx: Context, state: AnalysisState) -> float | None:
     return ctx.now if state.unready_since is None else state.unready_since
 
 
-def gate(ctx: Context, state: AnalysisState) -> Outcome | None:
+def gate(ctx: Context, state: AnalysisState) -> Transition | None:
     """Roll back past the progress deadline, or hold without counting; None: count the
     period (`state` already carries this period's progress clock)."""
     if _past_deadline(ctx, state):

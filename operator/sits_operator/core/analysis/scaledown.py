@@ -11,7 +11,7 @@ the list, so the variants run again.
 
 from __future__ import annotations
 
-from sits_operator.core.analysis.outcome import TERMINAL
+from sits_operator.core.analysis.transition import TERMINAL
 from sits_operator.model.analysis import AnalysisState
 
 

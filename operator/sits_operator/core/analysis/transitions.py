@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from sits_operator.core.analysis.outcome import (
+from sits_operator.core.analysis.transition import (
     Context,
-    Outcome,
+    Transition,
     hold,
     normal,
     record,
@@ -34,7 +34,7 @@ PROGRESSING = AnalysisPhase.PROGRESSING
 PAUSED = AnalysisPhase.PAUSED
 
 
-def restart(ctx: Context, state: AnalysisState, reason: str, event_reason: str) -> Outcome:
+def restart(ctx: Context, state: AnalysisState, reason: str, event_reason: str) -> Transition:
     """A fresh analysis: counters gone, weights back to the start, acknowledgements kept.
 
     The period in which it restarts is marked evaluated and not counted: its samples were
@@ -58,7 +58,7 @@ def restart(ctx: Context, state: AnalysisState, reason: str, event_reason: str) 
 
 def rollback(
     ctx: Context, state: AnalysisState, reason: str, *, event_reason: str = "RolledBack"
-) -> Outcome:
+) -> Transition:
     """All traffic to stable; terminal until a new revision or sits.dev/retry.
 
     Every variant runs again (a variant scaled down after an earlier decision may be the
@@ -80,7 +80,7 @@ def rollback(
     )
 
 
-def succeed(ctx: Context, state: AnalysisState, reason: str) -> Outcome:
+def succeed(ctx: Context, state: AnalysisState, reason: str) -> Transition:
     """Candidates take all traffic; terminal until a new revision or sits.dev/retry.
 
     As for rollback, every variant runs again until the scale-down delay has passed.
@@ -99,7 +99,7 @@ def succeed(ctx: Context, state: AnalysisState, reason: str) -> Outcome:
     )
 
 
-def adopt(ctx: Context, state: AnalysisState, reason: str, event_reason: str) -> Outcome:
+def adopt(ctx: Context, state: AnalysisState, reason: str, event_reason: str) -> Transition:
     """The spec now states the terminal outcome (core/analysis/identity.py): take its key.
 
     Phase, counters and every remaining variant's weight stay; variants the spec dropped
@@ -122,7 +122,7 @@ def adopt(ctx: Context, state: AnalysisState, reason: str, event_reason: str) ->
     )
 
 
-def scale_down(ctx: Context, state: AnalysisState, names: tuple[str, ...]) -> Outcome:
+def scale_down(ctx: Context, state: AnalysisState, names: tuple[str, ...]) -> Transition:
     """The losers of the terminal decision go to zero replicas; weights stay."""
     delay = f"{ctx.plan.scale_down_seconds:g}s"
     reason = (
@@ -141,7 +141,7 @@ def scale_down(ctx: Context, state: AnalysisState, names: tuple[str, ...]) -> Ou
     )
 
 
-def pause(ctx: Context, state: AnalysisState, reason: str, *, by_hand: bool = False) -> Outcome:
+def pause(ctx: Context, state: AnalysisState, reason: str, *, by_hand: bool = False) -> Transition:
     """Stop stepping until sits.dev/resume; a policy-made pause is a Warning."""
     event = normal("Paused", reason) if by_hand else warning("Paused", reason)
     return transition(
@@ -155,7 +155,7 @@ def pause(ctx: Context, state: AnalysisState, reason: str, *, by_hand: bool = Fa
     )
 
 
-def resume(ctx: Context, state: AnalysisState, reason: str) -> Outcome:
+def resume(ctx: Context, state: AnalysisState, reason: str) -> Transition:
     """Back to Progressing with a clean slate: no breaches, no pass streak, no no-data clock,
     and the progress deadline counts again from now (as in Argo Rollouts)."""
     return transition(
@@ -173,7 +173,7 @@ def resume(ctx: Context, state: AnalysisState, reason: str) -> Outcome:
     )
 
 
-def cut(ctx: Context, state: AnalysisState, rule: str, limit: int, reason: str) -> Outcome:
+def cut(ctx: Context, state: AnalysisState, rule: str, limit: int, reason: str) -> Transition:
     """setWeight: candidates down to at most `limit` %, then climb again from there.
 
     The rule's breach and the pass streak restart either way, so the rule needs a whole new
@@ -199,7 +199,7 @@ def cut(ctx: Context, state: AnalysisState, rule: str, limit: int, reason: str) 
     )
 
 
-def advance(ctx: Context, state: AnalysisState, why: str) -> Outcome:
+def advance(ctx: Context, state: AnalysisState, why: str) -> Transition:
     """Next step, or Promoting (candidates at 100 %) after the last one."""
     index = state.step_index + 1
     if index >= len(ctx.plan.step_weights):
@@ -220,7 +220,7 @@ def advance(ctx: Context, state: AnalysisState, why: str) -> Outcome:
     )
 
 
-def _promoting(ctx: Context, state: AnalysisState, why: str) -> Outcome:
+def _promoting(ctx: Context, state: AnalysisState, why: str) -> Transition:
     """Candidates at 100 %; Succeeded after one more healthy period at full traffic."""
     reason = f"{why}: all steps done, promoting (candidates at 100 %)"
     return transition(

@@ -1,4 +1,6 @@
-"""The plumbing of a decision: its inputs (Context) and a partial result (Outcome).
+"""The plumbing of a decision: its inputs (Context) and one move of the rollout state
+machine (Transition: the new state, the action, the reason, the events); the named moves
+are in transitions.py, and `to_decision` makes the Decision from the last one.
 
 Every state change goes through `transition`, so the rules "a change of weights or phase
 leaves a history entry" and "last_action/last_reason say what happened" hold in one
@@ -45,17 +47,19 @@ class Context:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class Transition:
+    """A move of the state machine, before the Decision adds weights and verdicts."""
+
     state: AnalysisState
     action: DecisionAction
     reason: str
     events: tuple[EventNote, ...] = ()
 
-    def then(self, later: Outcome) -> Outcome:
-        """Two outcomes in one call (e.g. a restart, then a command): the later one speaks."""
-        return Outcome(later.state, later.action, later.reason, (*self.events, *later.events))
+    def then(self, later: Transition) -> Transition:
+        """Two transitions in one call (e.g. a restart, then a command): the later one speaks."""
+        return Transition(later.state, later.action, later.reason, (*self.events, *later.events))
 
-    def after_events(self, events: tuple[EventNote, ...]) -> Outcome:
+    def after_events(self, events: tuple[EventNote, ...]) -> Transition:
         return replace(self, events=(*events, *self.events))
 
 
@@ -76,12 +80,12 @@ def record(
     *,
     event: EventNote | None = None,
     force: bool = False,
-) -> Outcome:
+) -> Transition:
     """Stamp `after` with the action; add history when weights or phase moved (or forced)."""
     after = replace(after, last_action=action, last_reason=reason)
     if force or after.weights != before.weights or after.phase != before.phase:
         after = after.with_history(HistoryEntry(now, action, reason, dict(after.weights)))
-    return Outcome(after, action, reason, () if event is None else (event,))
+    return Transition(after, action, reason, () if event is None else (event,))
 
 
 def transition(
@@ -92,27 +96,25 @@ def transition(
     *,
     event: EventNote | None = None,
     **changes: Any,
-) -> Outcome:
+) -> Transition:
     """`record` for the common case: the new state is the old one with a few fields changed."""
     return record(state, replace(state, **changes), now, action, reason, event=event)
 
 
 def hold(
     state: AnalysisState, reason: str, action: DecisionAction = DecisionAction.HOLD
-) -> Outcome:
+) -> Transition:
     """Nothing moves; the state only remembers why."""
     return record(state, state, 0.0, action, reason)
 
 
 def to_decision(
-    outcome: Outcome, observed: dict[str, int], verdicts: tuple[RuleVerdict, ...] = ()
+    change: Transition, observed: dict[str, int], verdicts: tuple[RuleVerdict, ...] = ()
 ) -> Decision:
     """The Decision; weights only when they differ from what the router reported.
 
     Compared with the raw read-back, so a router that knows nothing yet always gets them.
     """
-    weights = outcome.state.weights
+    weights = change.state.weights
     changed = dict(weights) if weights and weights != observed else None
-    return Decision(
-        outcome.state, outcome.action, outcome.reason, changed, verdicts, outcome.events
-    )
+    return Decision(change.state, change.action, change.reason, changed, verdicts, change.events)
