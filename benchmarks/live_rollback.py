@@ -201,7 +201,7 @@ def main() -> None:
     load = os.getloadavg()[0]
     try:
         env.up()
-        stack.apply(cluster, namespace, stories.broken(NAME, env.monitoring.in_cluster_url))
+        stack.apply(cluster, namespace, stories.broken(NAME))
         deadline = time.monotonic() + 900
         while not stack.all_ready(cluster, namespace, NAME, 4):  # 2 variants, 2 gateways
             if time.monotonic() > deadline:

@@ -100,7 +100,10 @@ def run(runs: int) -> list[float]:
     operator = OperatorProcess(cluster.kubeconfig, workdir)
     cluster.kubectl("create", "namespace", NAMESPACE, check=False)
     policy = fast_policy(
-        "bench-reaction", interval=f"{INTERVAL:.0f}s", promotion={"consecutivePasses": 1000}
+        "bench-reaction",
+        prom.url,
+        interval=f"{INTERVAL:.0f}s",
+        promotion={"consecutivePasses": 1000},
     )
     cluster.kubectl("apply", "-f", "-", input=json.dumps(policy))
     traffic.traffic.set(NAMESPACE, "chat", "v1", HEALTHY)
@@ -108,7 +111,7 @@ def run(runs: int) -> list[float]:
     operator.start()
     samples: list[float] = []
     try:
-        manifest = deployment("chat", "bench-reaction", prom.url, stepWeight=10, maxWeight=50)
+        manifest = deployment("chat", "bench-reaction", stepWeight=10, maxWeight=50)
         cluster.kubectl("apply", "-n", NAMESPACE, "-f", "-", input=json.dumps(manifest))
         wait(cluster, "analysis", lambda s: s.get("candidateWeight", 0) > 0, timeout=90)
         time.sleep(11)

@@ -145,11 +145,17 @@ def adapter_volume() -> list[dict[str, Any]]:
 
 
 def demo_policy() -> dict[str, Any]:
-    """SITS2026's rules, thresholds and actions, on 5 s periods and 15 s windows."""
+    """SITS2026's rules, thresholds and actions, on 5 s periods and 15 s windows, querying
+    the demo's Prometheus."""
     policy = yaml.safe_load((REPO / "policies" / "sits2026.yaml").read_text())
     policy["metadata"] = {"name": "sits2026-demo"}
     policy["spec"].update(
-        {"interval": "5s", "minRequests": 10, "promotion": {"consecutivePasses": 2}}
+        {
+            "interval": "5s",
+            "minRequests": 10,
+            "promotion": {"consecutivePasses": 2},
+            "prometheus": {"url": f"http://127.0.0.1:{PROMETHEUS_PORT}"},
+        }
     )
     for rule in policy["spec"]["rules"]:
         rule["window"] = "15s"
@@ -166,10 +172,7 @@ def demo_rollout(name: str) -> dict[str, Any]:
         variant["migProfile"] = "1g.18gb"
         variant["modelMemory"] = "4Gi"
     manifest["spec"]["rollout"] = {"strategy": "canary", "stepWeight": 20, "maxWeight": 60}
-    manifest["spec"]["analysis"] = {
-        "policyRef": {"name": "sits2026-demo"},
-        "prometheus": {"url": f"http://127.0.0.1:{PROMETHEUS_PORT}"},
-    }
+    manifest["spec"]["analysis"] = {"policyRef": {"name": "sits2026-demo"}}
     return dict(manifest)
 
 

@@ -66,7 +66,6 @@ def install(cluster: LocalCluster) -> None:
     )
     kubectl("create", "namespace", NAMESPACE, check=False)
     stack.OperatorInstall(cluster, OPERATOR_NS, (NAMESPACE,)).install()
-    kubectl("apply", "-f", "-", input=json.dumps(stories.live_policy()))
 
 
 def _ready(cluster: LocalCluster, name: str) -> tuple[int, int]:
@@ -166,15 +165,17 @@ def demo(progress: Callable[[str], object] = print) -> None:
     cluster.up(persist=True)
     say("images for the real node (built once, cached in ~/.cache/sits/images)")
     cluster.ensure_images(stack.IMAGES)
-    say("CRDs, the operator from its Helm chart, the live copy of SITS2026")
+    say("CRDs, the operator from its Helm chart")
     install(cluster)
-    say("Prometheus (kubernetes_sd on the apiserver) and the model volume")
+    say("Prometheus (kubernetes_sd on the apiserver), the live copy of SITS2026, the model volume")
     monitoring = LiveMonitoring(cluster, (NAMESPACE,))
     monitoring.start(progress)
+    live_policy = stories.live_policy(monitoring.in_cluster_url)
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(live_policy))
     stack.ModelVolume(cluster, NAMESPACE).create()
     manifests = {
-        "healthy": stories.healthy("healthy", monitoring.in_cluster_url),
-        "broken": stories.broken("broken", monitoring.in_cluster_url),
+        "healthy": stories.healthy("healthy"),
+        "broken": stories.broken("broken"),
     }
     apply_or_retry(cluster, manifests)
     say("waiting for the vLLM, sidecar and gateway pods (minutes on a first run)")

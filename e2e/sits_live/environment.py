@@ -44,7 +44,7 @@ class LiveNamespace:
         self.cluster.ensure_images(stack.IMAGES)
         self.cluster.kubectl("create", "namespace", self.namespace)
         self.operator.install()
-        stack.apply(self.cluster, None, stories.live_policy())
+        stack.apply(self.cluster, None, stories.live_policy(self.monitoring.in_cluster_url))
         self.monitoring.start()
         self.volume.create()
         return self

@@ -38,13 +38,19 @@ RATES = {stack.SERVED: 2.4, stack.ADAPTER: 1.6}
 ROLLOUT = {"strategy": "canary", "stepWeight": 20, "maxWeight": 60, "scaleDownDelay": "10m"}
 
 
-def live_policy() -> dict[str, Any]:
-    """SITS2026 on 5 s periods and 15 s windows, with the CPU's latency ceiling."""
+def live_policy(prometheus_url: str) -> dict[str, Any]:
+    """SITS2026 on 5 s periods and 15 s windows, with the CPU's latency ceiling, querying
+    the scenario's own Prometheus (the policy names it; a SitsDeployment cannot)."""
     policy = yaml.safe_load((REPO / "policies" / "sits2026.yaml").read_text())
     policy = copy.deepcopy(policy)
     policy["metadata"] = {"name": POLICY_NAME, "labels": policy["metadata"].get("labels", {})}
     policy["spec"].update(
-        {"interval": INTERVAL, "minRequests": 10, "promotion": {"consecutivePasses": 2}}
+        {
+            "interval": INTERVAL,
+            "minRequests": 10,
+            "promotion": {"consecutivePasses": 2},
+            "prometheus": {"url": prometheus_url},
+        }
     )
     for rule in policy["spec"]["rules"]:
         rule["window"] = WINDOW
@@ -53,21 +59,21 @@ def live_policy() -> dict[str, Any]:
     return dict(policy)
 
 
-def analysis(prometheus_url: str) -> dict[str, Any]:
-    return {"policyRef": {"name": POLICY_NAME}, "prometheus": {"url": prometheus_url}}
+def analysis() -> dict[str, Any]:
+    return {"policyRef": {"name": POLICY_NAME}}
 
 
-def healthy(name: str, prometheus_url: str, *, gateway_replicas: int = 2) -> dict[str, Any]:
+def healthy(name: str, *, gateway_replicas: int = 2) -> dict[str, Any]:
     return stack.sits_deployment(
         name,
         [stack.variant("v1", "stable", "tiny-a"), stack.variant("v2", "candidate", "tiny-b")],
-        analysis=analysis(prometheus_url),
+        analysis=analysis(),
         rollout=dict(ROLLOUT),
         gateway_replicas=gateway_replicas,
     )
 
 
-def broken(name: str, prometheus_url: str, *, gateway_replicas: int = 2) -> dict[str, Any]:
+def broken(name: str, *, gateway_replicas: int = 2) -> dict[str, Any]:
     """v2's adapter artifact is truncated: requests for it fail, base requests do not."""
     return stack.sits_deployment(
         name,
@@ -75,7 +81,7 @@ def broken(name: str, prometheus_url: str, *, gateway_replicas: int = 2) -> dict
             stack.variant("v1", "stable", "tiny-a"),
             stack.variant("v2", "candidate", "tiny-a-broken-adapter", adapter_dir="broken"),
         ],
-        analysis=analysis(prometheus_url),
+        analysis=analysis(),
         rollout=dict(ROLLOUT),
         gateway_replicas=gateway_replicas,
     )

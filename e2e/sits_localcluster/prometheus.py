@@ -188,6 +188,10 @@ class KubernetesSd:
         ]
 
 
+#: What Prometheus logs once its web server serves (and its TSDB is open).
+READY_LINE = b"Server is ready to receive web requests."
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -203,7 +207,10 @@ class LocalPrometheus:
         port: int | None = None,
         scrape_interval: str = "1s",
         kubernetes: KubernetesSd | None = None,
+        web_config: Path | None = None,
     ) -> None:
+        """`web_config`: Prometheus's --web.config.file (TLS, basic auth); then `url` is
+        https and readiness is read from the log, since probing needs the credentials."""
         for target in targets:
             if not target.startswith("127."):
                 raise ValueError(f"only loopback targets may be scraped, not {target}")
@@ -212,11 +219,13 @@ class LocalPrometheus:
         self._targets = targets
         self._kubernetes = kubernetes
         self._interval = scrape_interval
+        self._web_config = web_config
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        scheme = "https" if self._web_config is not None else "http"
+        return f"{scheme}://127.0.0.1:{self.port}"
 
     def config(self) -> dict[str, Any]:
         scrape: list[dict[str, Any]] = []
@@ -236,20 +245,30 @@ class LocalPrometheus:
         if not Path(PROMETHEUS_BIN).exists():
             raise RuntimeError("prometheus is not installed (scripts/setup.sh installs it)")
         self.workdir.mkdir(parents=True, exist_ok=True)
-        with (self.workdir / "prometheus.log").open("ab") as log:
+        args = [
+            PROMETHEUS_BIN,
+            f"--config.file={self._write_config()}",
+            f"--storage.tsdb.path={self.workdir / 'data'}",
+            f"--web.listen-address=127.0.0.1:{self.port}",
+        ]
+        if self._web_config is not None:
+            args.append(f"--web.config.file={self._web_config}")
+        log_path = self.workdir / "prometheus.log"
+        logged = log_path.stat().st_size if log_path.exists() else 0
+        with log_path.open("ab") as log:
             self._proc = subprocess.Popen(
-                [
-                    PROMETHEUS_BIN,
-                    f"--config.file={self._write_config()}",
-                    f"--storage.tsdb.path={self.workdir / 'data'}",
-                    f"--web.listen-address=127.0.0.1:{self.port}",
-                ],
+                args,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
+            if self._web_config is not None:
+                if READY_LINE in log_path.read_bytes()[logged:]:
+                    return self
+                time.sleep(0.2)
+                continue
             try:
                 with urllib.request.urlopen(f"{self.url}/-/ready", timeout=1) as resp:
                     if resp.status == 200:

@@ -13,8 +13,9 @@ SITS2026 = yaml.safe_load((REPO / "policies" / "sits2026.yaml").read_text())
 EXAMPLE = yaml.safe_load((REPO / "examples" / "chat-canary.yaml").read_text())
 
 
-def fast_policy(name: str, **overrides: Any) -> dict[str, Any]:
-    """SITS2026's rules on short windows: 4 s periods, 10 s windows, 12 s latency duration.
+def fast_policy(name: str, prometheus_url: str | None = None, **overrides: Any) -> dict[str, Any]:
+    """SITS2026's rules on short windows: 4 s periods, 10 s windows, 12 s latency duration,
+    querying the test's Prometheus (the policy names it; a SitsDeployment cannot).
 
     The thresholds, comparisons, period counts and actions stay exactly SITS2026's.
     """
@@ -33,11 +34,13 @@ def fast_policy(name: str, **overrides: Any) -> dict[str, Any]:
         rule["window"] = "10s"
         if "duration" in rule.get("for", {}):
             rule["for"] = {"duration": "12s"}
+    if prometheus_url is not None:
+        spec["prometheus"] = {"url": prometheus_url}
     spec.update(overrides)
     return dict(policy)
 
 
-def deployment(name: str, policy: str, prometheus_url: str, **rollout: Any) -> dict[str, Any]:
+def deployment(name: str, policy: str, **rollout: Any) -> dict[str, Any]:
     manifest = copy.deepcopy(EXAMPLE)
     manifest["metadata"] = {"name": name}
     manifest["spec"]["traffic"].pop("initialWeights")
@@ -48,8 +51,5 @@ def deployment(name: str, policy: str, prometheus_url: str, **rollout: Any) -> d
         "interval": "4s",
         **rollout,
     }
-    manifest["spec"]["analysis"] = {
-        "policyRef": {"name": policy},
-        "prometheus": {"url": prometheus_url},
-    }
+    manifest["spec"]["analysis"] = {"policyRef": {"name": policy}}
     return dict(manifest)

@@ -136,11 +136,15 @@ class OperatorProcess:
 
 @contextmanager
 def running_operator(
-    kubeconfig: Path, log_dir: Path, *, namespaces: tuple[str, ...] | None = None
+    kubeconfig: Path,
+    log_dir: Path,
+    *,
+    namespaces: tuple[str, ...] | None = None,
+    extra_env: dict[str, str] | None = None,
 ) -> Iterator[OperatorProcess]:
     """An operator process for a test module; afterwards, no 403 in any of its logs (the
     chart's RBAC, in the session's mode, must grant every verb the operator used)."""
-    proc = OperatorProcess(kubeconfig, log_dir, namespaces=namespaces)
+    proc = OperatorProcess(kubeconfig, log_dir, namespaces=namespaces, extra_env=extra_env)
     proc.start()
     try:
         yield proc

@@ -73,8 +73,9 @@ class Scenario:
         self.set("v2", candidate)
         body = policy or fast_policy(self.policy)
         body["metadata"]["name"] = self.policy
+        body["spec"].setdefault("prometheus", {"url": self.prometheus.url})
         self.cluster.kubectl("apply", "-f", "-", input=json.dumps(body))
-        manifest = deployment("chat", self.policy, self.prometheus.url, **rollout)
+        manifest = deployment("chat", self.policy, **rollout)
         manifest["spec"]["traffic"].update(traffic or {})
         self.cluster.kubectl("apply", "-n", self.ns, "-f", "-", input=json.dumps(manifest))
 

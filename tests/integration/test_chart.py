@@ -20,6 +20,7 @@ import yaml
 from tests.integration.conftest import CHART, RELEASE, REPO, render_chart, watching
 
 from sits_localcluster.helm import helm_binary
+from sits_operator.model.policy import DEFAULT_PROMETHEUS_URL
 
 # (apiGroup, resource) -> verbs, and why the operator needs them, in the namespaces it
 # serves: the cluster-wide install's ClusterRole, or the namespaced install's Roles.
@@ -265,10 +266,52 @@ def test_the_alert_webhook_has_a_token_and_a_network_policy() -> None:
 def test_the_default_policy_is_policies_sits2026() -> None:
     (policy,) = by_kind(render_chart())["SitsPolicy"]
     canonical = yaml.safe_load((REPO / "policies" / "sits2026.yaml").read_text())
-    assert policy["spec"] == canonical["spec"]
+    prometheus = {"url": DEFAULT_PROMETHEUS_URL, "timeout": "5s"}  # values prometheus.*
+    assert policy["spec"] == {**canonical["spec"], "prometheus": prometheus}
     assert policy["metadata"]["name"] == "sits2026"
     assert policy["metadata"]["labels"]["app.kubernetes.io/instance"] == RELEASE
     assert "SitsPolicy" not in by_kind(render_chart("--set", "defaultPolicy.install=false"))
+
+
+SECURED = (
+    "--set=prometheus.url=https://prometheus.monitoring.svc:9090",
+    "--set=prometheus.basicAuth.secretRef.name=prom-basic",
+    "--set=prometheus.tls.caSecretRef.name=prom-ca",
+    "--set=prometheus.tls.serverName=prometheus.internal",
+    "--set=prometheus.headers[0].name=X-Scope-OrgID",
+    "--set=prometheus.headers[0].value=team-a",
+    "--set=prometheus.extraSecretNames={other-policy-token}",
+)
+
+
+def test_the_operator_reads_only_the_secrets_the_values_name() -> None:
+    """By default no Secret at all; with credentials, `get` on exactly those names in the
+    release namespace (and the ClusterRole still none)."""
+    assert not any(d["kind"] == "Role" and "secrets" in str(d) for d in render_chart())
+    kinds = by_kind(render_chart(*SECURED))
+    (role,) = [r for r in kinds["Role"] if r["metadata"]["name"].endswith("-prometheus-secrets")]
+    assert role["metadata"]["namespace"] == "sits-system"
+    assert role["rules"] == [
+        {
+            "apiGroups": [""],
+            "resources": ["secrets"],
+            "resourceNames": ["prom-basic", "prom-ca", "other-policy-token"],
+            "verbs": ["get"],
+        }
+    ]
+    (binding,) = [
+        b for b in kinds["RoleBinding"] if b["roleRef"]["name"] == role["metadata"]["name"]
+    ]
+    assert binding["subjects"][0]["name"] == RELEASE
+    assert ("", "secrets") not in granted(kinds["ClusterRole"][0])
+    (policy,) = kinds["SitsPolicy"]
+    assert policy["spec"]["prometheus"] == {
+        "url": "https://prometheus.monitoring.svc:9090",
+        "timeout": "5s",
+        "basicAuth": {"secretRef": {"name": "prom-basic"}},
+        "tls": {"caSecretRef": {"name": "prom-ca"}, "serverName": "prometheus.internal"},
+        "headers": [{"name": "X-Scope-OrgID", "value": "team-a"}],
+    }
 
 
 def test_the_crds_are_the_canonical_ones() -> None:
@@ -370,11 +413,14 @@ def test_the_api_server_accepts_every_rendered_object(
     local_cluster: Any, crds_installed: tuple[str, ...], tmp_path: Path, mode: str
 ) -> None:
     """Server-side dry run: the real schemas (Deployment, RBAC, the SitsPolicy CRD) judge
-    the rendered release, in both RBAC modes; nothing is created."""
+    the rendered release, in both RBAC modes, with Prometheus credentials; nothing is
+    created."""
     local_cluster.kubectl("create", "namespace", "sits-system", check=False)
     manifest = tmp_path / "release.yaml"
     watch = watching("default") if mode == "namespaced" else ()
-    docs = render_chart("--set", "metrics.serviceMonitor.enabled=false", *watch)
+    # With Prometheus credentials: their Role, and the policy's spec.prometheus under
+    # the CRD's own rules.
+    docs = render_chart("--set", "metrics.serviceMonitor.enabled=false", *watch, *SECURED)
     manifest.write_text("\n---\n".join(yaml.safe_dump(d) for d in docs))
     result = local_cluster.kubectl(
         "apply",

@@ -18,8 +18,8 @@ from tests.integration.conftest import CHART, REPO, render_chart
 from tests.unit.factories import OWNER, spec
 
 from sits_operator.core.render import render_children
+from sits_operator.model.policy import DEFAULT_PROMETHEUS_URL, PrometheusEndpoint
 from sits_operator.model.settings import OperatorSettings
-from sits_operator.model.spec import DEFAULT_PROMETHEUS_URL, PrometheusEndpoint
 
 KUBE_PROMETHEUS_STACK = "http://kube-prometheus-stack-prometheus.monitoring.svc:9090"
 
@@ -86,7 +86,7 @@ def test_the_release_label_is_configurable() -> None:
 
 @pytest.mark.parametrize(
     "where",
-    ["model", "crd", "chart-readme", "architecture", "example"],
+    ["model", "crd", "chart-readme", "architecture", "values"],
 )
 def test_the_default_prometheus_is_kube_prometheus_stack_s_everywhere(where: str) -> None:
     """Release kube-prometheus-stack in namespace monitoring: Service
@@ -95,15 +95,15 @@ def test_the_default_prometheus_is_kube_prometheus_stack_s_everywhere(where: str
         assert DEFAULT_PROMETHEUS_URL == PrometheusEndpoint().url == KUBE_PROMETHEUS_STACK
         return
     if where == "crd":
-        crd = yaml.safe_load((REPO / "crds" / "sitsdeployment.yaml").read_text())
+        crd = yaml.safe_load((REPO / "crds" / "sitspolicy.yaml").read_text())
         schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-        prometheus = schema["properties"]["spec"]["properties"]["analysis"]["properties"]
-        assert prometheus["prometheus"]["properties"]["url"]["default"] == KUBE_PROMETHEUS_STACK
+        prometheus = schema["properties"]["spec"]["properties"]["prometheus"]
+        assert prometheus["properties"]["url"]["default"] == KUBE_PROMETHEUS_STACK
         return
     path = {
         "chart-readme": CHART / "README.md",
         "architecture": REPO / "docs" / "architecture.md",
-        "example": REPO / "examples" / "chat-canary.yaml",
+        "values": CHART / "values.yaml",
     }[where]
     text = path.read_text()
     assert KUBE_PROMETHEUS_STACK in text

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from sits_operator.model.spec import DEFAULT_PROMETHEUS_URL
+from sits_operator.model.policy import DEFAULT_PROMETHEUS_URL
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFESTS = sorted((REPO / "examples").glob("*.yaml")) + sorted((REPO / "policies").glob("*.yaml"))
@@ -235,7 +235,6 @@ def test_manifest_is_accepted(local_cluster: Any, namespace: str, manifest: Path
 def test_sitsdeployment_defaults(local_cluster: Any, namespace: str) -> None:
     obj = sitsd()
     variant(obj, 0)["lora"] = {"adapters": [{"name": "support", "source": "/adapters/support"}]}
-    obj["spec"]["analysis"] = {"prometheus": {"authSecretRef": {"name": "prom-token"}}}
     spec = accepted(local_cluster, obj, namespace)["spec"]
 
     v1 = spec["variants"][0]
@@ -270,11 +269,7 @@ def test_sitsdeployment_defaults(local_cluster: Any, namespace: str) -> None:
         "maxWeight": 50,
         "scaleDownDelay": "2m",
     }, "interval has no default: unset, the policy alone paces the steps"
-    assert spec["analysis"]["policyRef"] == {"name": "sits2026"}
-    assert spec["analysis"]["prometheus"] == {
-        "url": DEFAULT_PROMETHEUS_URL,
-        "authSecretRef": {"name": "prom-token", "key": "token"},
-    }
+    assert spec["analysis"] == {"policyRef": {"name": "sits2026"}}
     assert "servedModelName" not in spec, "the operator defaults it from metadata.name"
 
 
@@ -406,6 +401,7 @@ def test_sitspolicy_defaults(local_cluster: Any, crds_installed: object) -> None
     assert spec["onError"] == {"action": "freeze"}
     assert spec["promotion"] == {"consecutivePasses": 3}
     assert spec["failingContainers"] == {"periods": 2, "action": "rollback"}
+    assert spec["prometheus"] == {"url": DEFAULT_PROMETHEUS_URL, "timeout": "5s"}
     rule = spec["rules"][0]
     assert rule["window"] == "5m"
     assert rule["compareTo"] == "threshold"
@@ -815,9 +811,13 @@ SITSD_CASES: list[tuple[str, Mutation, tuple[str, ...]]] = [
         ("spec.rollout.strategy", "Unsupported value"),
     ),
     (
-        "bad-prometheus-url",
-        setter("spec.analysis", {"prometheus": {"url": "prometheus.monitoring:9090"}}),
-        ("spec.analysis.prometheus.url", "should match"),
+        # No confused deputy: a SitsDeployment may not choose the server nor the Secret.
+        "names-its-own-prometheus",
+        setter(
+            "spec.analysis",
+            {"prometheus": {"url": "http://evil.example:9090", "authSecretRef": {"name": "s"}}},
+        ),
+        ("spec.analysis.prometheus", "not accepted", "SitsPolicy"),
     ),
     (
         "bad-adapter-digest",
@@ -1154,6 +1154,34 @@ SITSPOL_CASES: list[tuple[str, Mutation, tuple[str, ...]]] = [
         "failing-containers-zero-periods",
         setter("spec.failingContainers", {"periods": 0}),
         ("spec.failingContainers.periods", "greater than or equal to 1"),
+    ),
+    (
+        "prometheus-url-without-scheme",
+        setter("spec.prometheus", {"url": "prometheus.monitoring:9090"}),
+        ("spec.prometheus.url", "should match"),
+    ),
+    (
+        "prometheus-tls-over-http",
+        setter("spec.prometheus", {"url": "http://p:9090", "tls": {"serverName": "p"}}),
+        ("spec.prometheus.tls", "needs an https:// url"),
+    ),
+    (
+        "prometheus-token-and-basic-auth",
+        setter(
+            "spec.prometheus",
+            {"bearerTokenSecretRef": {"name": "t"}, "basicAuth": {"secretRef": {"name": "b"}}},
+        ),
+        ("spec.prometheus.basicAuth", "not both"),
+    ),
+    (
+        "prometheus-authorization-header",
+        setter("spec.prometheus", {"headers": [{"name": "authorization", "value": "Bearer x"}]}),
+        ("spec.prometheus.headers[0].name", "may not set Authorization"),
+    ),
+    (
+        "prometheus-secret-name",
+        setter("spec.prometheus", {"bearerTokenSecretRef": {"name": "Not_A_Name"}}),
+        ("spec.prometheus.bearerTokenSecretRef.name", "should match"),
     ),
     (
         "failing-containers-set-weight",

@@ -151,9 +151,9 @@ def test_a_gitops_reapply_after_a_rollout_shows_no_drift(
     its own annotations, never the user's spec."""
     scenario.set("v1", HEALTHY)
     scenario.set("v2", HEALTHY)
-    policy = fast_policy(scenario.policy)
+    policy = fast_policy(scenario.policy, scenario.prometheus.url)
     scenario.cluster.kubectl("apply", "-f", "-", input=json.dumps(policy))
-    manifest = deployment("chat", scenario.policy, scenario.prometheus.url)
+    manifest = deployment("chat", scenario.policy)
     manifest["spec"]["traffic"].update(NO_GATEWAY)
     manifest_file = tmp_path / "chat.json"
     manifest_file.write_text(json.dumps(manifest))

@@ -88,8 +88,10 @@ class Rollout:
     def start(self, candidate: Profile = HEALTHY) -> None:
         self.traffic.traffic.set(self.ns, "chat", "v1", HEALTHY)
         self.traffic.traffic.set(self.ns, "chat", "v2", candidate)
-        self.cluster.kubectl("apply", "-f", "-", input=json.dumps(fast_policy(self.policy)))
-        manifest = deployment("chat", self.policy, self.url)
+        self.cluster.kubectl(
+            "apply", "-f", "-", input=json.dumps(fast_policy(self.policy, self.url))
+        )
+        manifest = deployment("chat", self.policy)
         self.cluster.kubectl("apply", "-n", self.ns, "-f", "-", input=json.dumps(manifest))
 
     def sits(self, *args: str, kubeconfig: Path | None = None) -> subprocess.CompletedProcess[str]:

@@ -141,8 +141,10 @@ class Pair:
     ) -> Watcher:
         traffic.traffic.set(self.ns, "chat", "v1", HEALTHY)
         traffic.traffic.set(self.ns, "chat", "v2", HEALTHY)
-        self.cluster.kubectl("apply", "-f", "-", input=json.dumps(fast_policy(self.policy)))
-        manifest = deployment("chat", self.policy, prometheus.url, **rollout)
+        self.cluster.kubectl(
+            "apply", "-f", "-", input=json.dumps(fast_policy(self.policy, prometheus.url))
+        )
+        manifest = deployment("chat", self.policy, **rollout)
         self.cluster.kubectl("apply", "-n", self.ns, "-f", "-", input=json.dumps(manifest))
         return Watcher(self.cluster, self.ns, "chat")
 

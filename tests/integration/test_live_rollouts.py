@@ -80,8 +80,8 @@ def live(local_cluster: LocalCluster, crds_installed: tuple[str, ...]) -> Iterat
         stack.apply(
             cluster,
             namespace,
-            stories.healthy("healthy", env.monitoring.in_cluster_url),
-            stories.broken("broken", env.monitoring.in_cluster_url),
+            stories.healthy("healthy"),
+            stories.broken("broken"),
         )
         for name in ("healthy", "broken"):
 

@@ -124,9 +124,10 @@ def operator(install: NamespacedInstall, tmp_path_factory: Any) -> Iterator[Oper
 
 
 @pytest.fixture
-def policy(local_cluster: Any) -> Iterator[str]:
+def policy(local_cluster: Any, prometheus: LocalPrometheus) -> Iterator[str]:
     name = f"fast-{uuid.uuid4().hex[:6]}"
-    local_cluster.kubectl("apply", "-f", "-", input=json.dumps(fast_policy(name)))
+    body = fast_policy(name, prometheus.url)
+    local_cluster.kubectl("apply", "-f", "-", input=json.dumps(body))
     yield name
     local_cluster.kubectl("delete", "sitspolicy", name, "--wait=false", check=False)
 
@@ -191,7 +192,7 @@ def test_a_rollout_in_the_watched_namespace_reaches_its_first_step(
     ns = install.watched
     traffic.traffic.set(ns, "chat", "v1", HEALTHY)
     traffic.traffic.set(ns, "chat", "v2", HEALTHY)
-    manifest = deployment("chat", policy, prometheus.url, stepWeight=10, maxWeight=40)
+    manifest = deployment("chat", policy, stepWeight=10, maxWeight=40)
     install.cluster.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(manifest))
     watch = Watcher(install.cluster, ns, "chat")
     status = watch.until("first step", lambda s: s.get("candidateWeight") == 20, timeout=120)
@@ -208,7 +209,7 @@ def test_a_sits_deployment_in_an_unwatched_namespace_is_left_alone(
     """The same manifest in both namespaces: the watched one gets a status; by then, and
     a resync period later, the other has none, nor a finalizer or children. (Its policy
     does not exist: no analysis, only reconciling.)"""
-    manifest = deployment("idle", "no-such-policy-for-namespaced-tests", "http://127.0.0.1:9")
+    manifest = deployment("idle", "no-such-policy-for-namespaced-tests")
     manifest["spec"]["traffic"]["router"] = "none"
     for ns in (install.unwatched, install.watched):
         install.cluster.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(manifest))

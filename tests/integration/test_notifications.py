@@ -152,9 +152,9 @@ def test_rollback_is_notified_to_slack_and_as_cloudevents_without_delay(
     policy = f"fast-{uuid.uuid4().hex[:6]}"
     traffic.traffic.set(namespace, "chat", "v1", HEALTHY)
     traffic.traffic.set(namespace, "chat", "v2", FAILING)
-    local_cluster.kubectl("apply", "-f", "-", input=json.dumps(fast_policy(policy)))
+    local_cluster.kubectl("apply", "-f", "-", input=json.dumps(fast_policy(policy, prometheus.url)))
     try:
-        manifest = deployment("chat", policy, prometheus.url)
+        manifest = deployment("chat", policy)
         local_cluster.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(manifest))
         status = Watcher(local_cluster, namespace, "chat").phase("RolledBack")
     finally:

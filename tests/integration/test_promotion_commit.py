@@ -41,8 +41,10 @@ class Rollout:
     def __init__(self, cluster: Any, namespace: str, operator: OperatorProcess) -> None:
         self.cluster, self.ns, self.operator = cluster, namespace, operator
         self.policy = f"commit-{uuid.uuid4().hex[:6]}"
-        cluster.kubectl("apply", "-f", "-", input=json.dumps(fast_policy(self.policy)))
-        self.manifest = deployment("chat", self.policy, UNREACHABLE_PROMETHEUS)
+        cluster.kubectl(
+            "apply", "-f", "-", input=json.dumps(fast_policy(self.policy, UNREACHABLE_PROMETHEUS))
+        )
+        self.manifest = deployment("chat", self.policy)
         self.manifest["spec"]["traffic"]["router"] = "none"  # no gateway pods to wait for
 
     def kubectl_json(self, *args: str) -> Any:

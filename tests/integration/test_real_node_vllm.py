@@ -67,7 +67,7 @@ def sits_deployment(candidate_args: tuple[str, ...], policy: str) -> dict[str, A
             stack.variant("v2", "candidate", "tiny-b", extra_args=candidate_args),
         ],
         router="none",
-        analysis={"policyRef": {"name": policy}, "prometheus": {"url": NO_PROMETHEUS}},
+        analysis={"policyRef": {"name": policy}},
         rollout={
             "strategy": "canary",
             "stepWeight": 25,
@@ -122,7 +122,9 @@ def live(local_cluster: LocalCluster, crds_installed: tuple[str, ...]) -> Iterat
     operator = stack.OperatorInstall(cluster, operator_ns, (namespace,))
     volume = stack.ModelVolume(cluster, namespace)
     # SITS2026 on 4 s periods: failingContainers rolls back after 2 failing periods.
-    policy = fast_policy(f"crash-{suffix}", noData={"action": "hold", "after": "10m"})
+    policy = fast_policy(
+        f"crash-{suffix}", NO_PROMETHEUS, noData={"action": "hold", "after": "10m"}
+    )
     try:
         operator.install()
         volume.create()

@@ -112,7 +112,7 @@ class Scenario:
 
         analyzer = Analyzer(
             api=None,
-            provider_factory=lambda url, headers: self.prometheus,
+            provider_factory=lambda _access: self.prometheus,
             router_factory=router,
             clock=self.clock,
         )

@@ -61,11 +61,21 @@ def field_for(model: type[BaseModel], key: str) -> str | None:
     return None
 
 
+def refused(schema: dict[str, Any], key: str) -> bool:
+    """The property is in the schema only to be rejected by name: a CEL rule on its
+    parent refuses any object that has it (spec.analysis.prometheus)."""
+    rules = [v.get("rule", "") for v in schema.get("x-kubernetes-validations") or ()]
+    return f"!has(self.{key})" in rules
+
+
 def walk(
     schema: dict[str, Any], model: type[BaseModel], path: str
 ) -> Iterator[tuple[str, type[BaseModel], str | None]]:
-    """(path, model, field name or None when no field parses it) for every property."""
+    """(path, model, field name or None when no field parses it) for every property
+    but those the CRD refuses by name."""
     for key, child in properties(schema).items():
+        if refused(schema, key):
+            continue
         name = field_for(model, key)
         yield f"{path}.{key}", model, name
         nested = nested_model(model.model_fields[name].annotation) if name else None
@@ -102,6 +112,23 @@ def attributes_read(root: Path, skip: Path) -> set[str]:
 
 FIELDS = list(walk(SPEC_SCHEMA, SitsDeploymentSpec, "spec"))
 READ = attributes_read(OPERATOR, MODEL_FILE)
+
+
+def test_only_these_fields_are_refused_by_name() -> None:
+    """A SitsDeployment may not choose where SLIs come from (SitsPolicy spec.prometheus);
+    tolerations go in the pod settings, not in the pod template patch."""
+
+    def found(schema: dict[str, Any], path: str) -> Iterator[str]:
+        for key, child in properties(schema).items():
+            if refused(schema, key):
+                yield f"{path}.{key}"
+            yield from found(child, f"{path}.{key}")
+
+    assert set(found(SPEC_SCHEMA, "spec")) == {
+        "spec.analysis.prometheus",
+        "spec.podDefaults.podTemplate.spec.tolerations",
+        "spec.variants.pod.podTemplate.spec.tolerations",
+    }
 
 
 def test_the_walk_covers_the_schema() -> None:

@@ -22,9 +22,10 @@ def _sits2026() -> dict[str, Any]:
 
 
 def test_live_policy_keeps_sits2026_rules_and_actions() -> None:
-    live, base = stories.live_policy(), _sits2026()
+    live, base = stories.live_policy(URL), _sits2026()
     assert live["metadata"]["name"] == stories.POLICY_NAME
     assert live["spec"]["interval"] == "5s"
+    assert live["spec"]["prometheus"] == {"url": URL}, "the scenario's Prometheus, by the policy"
     for mine, theirs in zip(live["spec"]["rules"], base["spec"]["rules"], strict=True):
         assert mine["window"] == stories.WINDOW
         changed = {k for k in theirs if mine.get(k) != theirs[k]}
@@ -37,8 +38,8 @@ def test_live_policy_keeps_sits2026_rules_and_actions() -> None:
 
 
 def test_broken_differs_from_healthy_only_in_the_candidates_adapter_and_revision() -> None:
-    healthy = stories.healthy("x", URL)["spec"]
-    broken = stories.broken("x", URL)["spec"]
+    healthy = stories.healthy("x")["spec"]
+    broken = stories.broken("x")["spec"]
     assert healthy["variants"][0] == broken["variants"][0]
     good, bad = healthy["variants"][1], broken["variants"][1]
     assert {k for k in good if good[k] != bad[k]} == {"revision", "lora"}

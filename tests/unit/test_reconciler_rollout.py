@@ -50,7 +50,7 @@ class Operator:
         self.reconciler = Reconciler(
             writer=self.writer,
             settings=OperatorSettings(),
-            analyzer=Analyzer(None, lambda _url, _headers: DownPrometheus(), clock=self.clock),
+            analyzer=Analyzer(None, lambda _access: DownPrometheus(), clock=self.clock),
             post=lambda _body, type_, reason, message: self.events.append((type_, reason, message)),
             clock=self.clock,
             wall_clock=self.clock,

@@ -78,7 +78,7 @@ def reconciler(
     provider = Trickle(requests)
     analyzer = Analyzer(
         None,
-        provider_factory=lambda _url, _headers: provider,
+        provider_factory=lambda _access: provider,
         router_factory=lambda _kind, _api: NoopRouter(),
         clock=clock,
     )

@@ -286,7 +286,7 @@ async def test_a_refused_route_shows_in_traffic_applied_and_the_rollout_waits() 
         settings=OperatorSettings(),
         analyzer=Analyzer(
             None,
-            provider_factory=lambda _url, _headers: provider,
+            provider_factory=lambda _access: provider,
             router_factory=lambda _kind, _api: FakeApiRouter(custom),
             clock=clock,
         ),

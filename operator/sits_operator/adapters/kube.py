@@ -8,7 +8,11 @@ loop, no threads), a no-op implementation that records calls, and a factory.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol, TypeAlias
 
 from kubernetes_asyncio import client, config
@@ -25,6 +29,7 @@ ROLE_BINDING_RETRY_SECONDS = 0.25
 sleep = asyncio.sleep  # a module attribute, so tests wait in simulated time
 
 Manifest = dict[str, Any]
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 # The client's connection and its error under this adapter's names: the handlers hold an
 # ApiClient and catch KubeApiError without importing kubernetes_asyncio (import-linter,
@@ -168,17 +173,17 @@ def make_kube_writer(api_client: client.ApiClient | None, *, field_manager: str)
     return ApiKubeWriter(api_client, field_manager=field_manager)
 
 
-async def read_secret_value(
-    api_client: client.ApiClient, *, namespace: str, name: str, key: str
-) -> str:
-    """One key of a Secret, decoded (e.g. the bearer token for Prometheus)."""
-    import base64
-
-    secret = await client.CoreV1Api(api_client).read_namespaced_secret(name, namespace)
-    data = secret.data or {}
-    if key not in data:
-        raise KeyError(f"secret {namespace}/{name} has no key {key!r}")
-    return base64.b64decode(data[key]).decode()
+def operator_namespace(
+    env: Mapping[str, str] | None = None, namespace_file: Path = SERVICE_ACCOUNT_NAMESPACE
+) -> str | None:
+    """The operator's own namespace: POD_NAMESPACE (the chart's downward API), else the
+    service account's namespace file; None outside a pod with neither."""
+    env = os.environ if env is None else env
+    namespace = env.get("POD_NAMESPACE") or ""
+    if not namespace:
+        with contextlib.suppress(OSError):
+            namespace = namespace_file.read_text().strip()
+    return namespace or None
 
 
 async def create_event(

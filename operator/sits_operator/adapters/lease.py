@@ -25,13 +25,13 @@ from typing import Any
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from sits_operator.adapters.kube import SERVICE_ACCOUNT_NAMESPACE, operator_namespace
 from sits_operator.core import leadership
 from sits_operator.core.leadership import Action, ElectionState, LeaseRecord, Timing
 
 log = logging.getLogger("sits_operator.leader")
 
 DEFAULT_LEASE_NAME = "sits-operator"
-SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 TRUE = {"1", "true", "yes", "on"}
 # One API call of the election may take at most this long (a hung connection must not
 # keep a leader from noticing its deadline; `may_act` does not wait for it anyway).
@@ -320,10 +320,7 @@ def lease_location_from_env(
     namespace (POD_NAMESPACE, or the service account's namespace file)."""
     env = os.environ if env is None else env
     name = env.get("SITS_LEADER_ELECTION_NAME") or DEFAULT_LEASE_NAME
-    namespace = env.get("SITS_LEADER_ELECTION_NAMESPACE") or env.get("POD_NAMESPACE") or ""
-    if not namespace:
-        with contextlib.suppress(OSError):
-            namespace = namespace_file.read_text().strip()
+    namespace = env.get("SITS_LEADER_ELECTION_NAMESPACE") or operator_namespace(env, namespace_file)
     if not namespace:
         raise RuntimeError(
             "leader election needs the Lease's namespace: set SITS_LEADER_ELECTION_NAMESPACE "

@@ -5,6 +5,13 @@ with a timeout so a slow Prometheus never blocks Kopf's event loop. Failures bec
 RuleSamples with `error` set (the engine's Error verdict, which freezes the rollout);
 empty results and NaN become missing or NaN samples (the engine's NoData).
 
+Each client is built from an Access (adapters/prometheus_access.py): headers, basic
+auth, a CA bundle, a client certificate, a TLS server name, or verification off (logged
+loudly). requests reads certificates from files only, so the PEMs go to a private
+directory (0700, files 0600) removed when the client is closed. Errors name their cause
+(TLS, refused credentials, unreachable) and the policy field to check, since they end up
+in the SitsDeployment's status.
+
 Queries select one ``source`` of the request metrics (``{{source}}`` in a policy's
 template, and the minimum-traffic count): the gateway and the sidecars export the same
 requests, and their sum would count each one twice.
@@ -13,19 +20,29 @@ requests, and their sum would count each one twice.
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
+import re
+import shutil
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 import requests
+import urllib3
 from prometheus_api_client import PrometheusConnect
 from prometheus_api_client.exceptions import PrometheusApiClientException
+from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
+from sits_operator.adapters.prometheus_access import Access
 from sits_operator.model.analysis import RuleSamples, Sample
 from sits_operator.model.durations import format_duration
 from sits_operator.model.policy import Rule
 from sits_operator.model.spec import MetricSource
+
+log = logging.getLogger("sits_operator.prometheus")
 
 REQUESTS_QUERY = (
     'sum by (variant) (increase(sits_requests_total{{namespace="{namespace}",'
@@ -76,14 +93,105 @@ def _by_variant(result: list[dict[str, Any]]) -> dict[str, float]:
     return values
 
 
-class PrometheusProvider:
-    """Real provider on prometheus-api-client."""
+class _ServerNameAdapter(HTTPAdapter):
+    """Verifies the server's certificate for `server_name` rather than the URL's host
+    (Prometheus's tls_config.server_name), and sends it as SNI."""
 
-    def __init__(self, url: str, *, headers: dict[str, str] | None = None, timeout: float = 5.0):
-        self._timeout = timeout
-        self._client = PrometheusConnect(
-            url=url, headers=headers, retry=Retry(total=0), timeout=math.ceil(timeout)
+    def __init__(self, server_name: str) -> None:
+        self._server_name = server_name
+        super().__init__(max_retries=Retry(total=0))
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.update(server_hostname=self._server_name, assert_hostname=self._server_name)
+        super().init_poolmanager(*args, **kwargs)
+
+
+def _write_private(directory: Path | None, name: str, text: str) -> str:
+    assert directory is not None, "a directory is made when there are certificates"
+    path = directory / name
+    path.touch(mode=0o600)
+    path.write_text(text)
+    return str(path)
+
+
+def _session(access: Access, directory: Path | None) -> requests.Session:
+    session = requests.Session()
+    session.headers.update(dict(access.headers))
+    if access.basic_auth is not None:
+        session.auth = access.basic_auth
+    if access.insecure_skip_verify:
+        log.warning(
+            "TLS verification of %s is OFF (SitsPolicy %s spec.prometheus.tls."
+            "insecureSkipVerify): anyone on the path can forge the SLIs",
+            access.url,
+            access.policy,
         )
+        urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
+        session.verify = False
+    elif access.ca_pem is not None:
+        session.verify = _write_private(directory, "ca.crt", access.ca_pem)
+    if access.client_pem is not None:
+        cert, key = access.client_pem
+        session.cert = (
+            _write_private(directory, "tls.crt", cert),
+            _write_private(directory, "tls.key", key),
+        )
+    return session
+
+
+_SSL_REASON = re.compile(r"\[SSL: [A-Z0-9_]+\] (.*?)(?: \(_ssl\.c:\d+\)|$)")
+_HTTP_STATUS = re.compile(r"HTTP Status Code (\d{3}) \((.*)\)$", re.S)
+
+
+def describe_error(exc: BaseException, access: Access) -> str:
+    """A status-sized message: what failed, why, and which policy field to check."""
+    where = f" (SitsPolicy {access.policy} spec.prometheus" if access.policy else " ("
+    if isinstance(exc, requests.exceptions.SSLError):
+        found = _SSL_REASON.search(str(exc))
+        reason = found.group(1).strip().rstrip(".") if found else str(exc)[:160]
+        hint = f"{where}.tls)" if access.policy else ""
+        return f"TLS with {access.url} failed: {reason}{hint}"
+    if isinstance(exc, requests.exceptions.Timeout | TimeoutError):
+        return f"{access.url} did not answer within {access.timeout_seconds:g} s"
+    if isinstance(exc, requests.exceptions.ConnectionError):
+        return f"cannot connect to {access.url}: {str(exc)[-160:]}"
+    status = _HTTP_STATUS.search(str(exc))
+    if status is not None and status.group(1) in ("401", "403"):
+        hint = f"{where}.basicAuth or bearerTokenSecretRef)" if access.policy else ""
+        name = "Unauthorized" if status.group(1) == "401" else "Forbidden"
+        return f"{access.url} refused the credentials (HTTP {status.group(1)} {name}){hint}"
+    if status is not None:
+        return f"{access.url} answered HTTP {status.group(1)}: {status.group(2)[:200]}"
+    return f"{type(exc).__name__}: {exc}"[:300]
+
+
+class PrometheusProvider:
+    """Real provider on prometheus-api-client, for one Access (or a plain URL)."""
+
+    def __init__(self, access: Access | str, *, timeout: float | None = None) -> None:
+        if isinstance(access, str):
+            access = Access(url=access, policy="")
+        self.access = access
+        self._timeout = access.timeout_seconds if timeout is None else timeout
+        # Only for certificates: mode 0700, removed by close().
+        self.credentials_dir: Path | None = None
+        if access.ca_pem is not None or access.client_pem is not None:
+            self.credentials_dir = Path(tempfile.mkdtemp(prefix="sits-prometheus-"))
+        self._session = session = _session(access, self.credentials_dir)
+        self._client = PrometheusConnect(
+            url=access.url,
+            retry=Retry(total=0),
+            timeout=math.ceil(self._timeout),
+            session=session,
+        )
+        if access.server_name:  # after PrometheusConnect, which mounts its own adapter
+            session.mount(access.url, _ServerNameAdapter(access.server_name))
+
+    def close(self) -> None:
+        """Drop the connections and the private copies of the certificates."""
+        self._session.close()
+        if self.credentials_dir is not None:
+            shutil.rmtree(self.credentials_dir, ignore_errors=True)
 
     async def _query(self, query: str) -> dict[str, float]:
         result = await asyncio.wait_for(
@@ -112,12 +220,24 @@ class PrometheusProvider:
             values = await self._values(rule, target)
             counts = await self._query(count_query)
         except (requests.RequestException, PrometheusApiClientException, TimeoutError) as exc:
-            return RuleSamples(rule=rule.name, error=f"{type(exc).__name__}: {exc}"[:300])
+            return RuleSamples(rule=rule.name, error=describe_error(exc, self.access))
         samples = {
             variant: Sample(value=value, requests=counts.get(variant, 0.0))
             for variant, value in values.items()
         }
         return RuleSamples(rule=rule.name, by_variant=samples)
+
+
+class FailingProvider:
+    """The policy's Prometheus cannot be reached as configured (a Secret is missing or
+    may not be read): every rule errors with that reason, so the rollout freezes and
+    its status says why."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    async def samples(self, rule: Rule, target: Target) -> RuleSamples:
+        return RuleSamples(rule=rule.name, error=self.reason)
 
 
 class NoopProvider:
@@ -127,5 +247,5 @@ class NoopProvider:
         return RuleSamples(rule=rule.name)
 
 
-def make_provider(url: str | None, *, headers: dict[str, str] | None = None) -> MetricsProvider:
-    return PrometheusProvider(url, headers=headers) if url else NoopProvider()
+def make_provider(access: Access) -> MetricsProvider:
+    return PrometheusProvider(access) if access.url else NoopProvider()

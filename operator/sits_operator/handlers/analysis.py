@@ -12,8 +12,20 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sits_operator.adapters.kube import ApiClient, read_secret_value
-from sits_operator.adapters.prometheus import MetricsProvider, Target, make_provider
+from sits_operator.adapters.kube import ApiClient, operator_namespace
+from sits_operator.adapters.prometheus import (
+    FailingProvider,
+    MetricsProvider,
+    Target,
+    make_provider,
+)
+from sits_operator.adapters.prometheus_access import (
+    Access,
+    AccessError,
+    SecretCache,
+    kube_secret_reader,
+    resolve,
+)
 from sits_operator.adapters.routers import TrafficRouter, make_router, read_weights_back
 from sits_operator.core.analysis import decide
 from sits_operator.core.metric_source import metric_source
@@ -30,7 +42,7 @@ from sits_operator.model.observed import ObservedState
 from sits_operator.model.policy import Policy, parse_policy
 from sits_operator.model.spec import ObjectRef, SitsDeploymentSpec
 
-ProviderFactory = Callable[[str | None, dict[str, str] | None], MetricsProvider]
+ProviderFactory = Callable[[Access], MetricsProvider]
 RouterFactory = Callable[[str, ApiClient | None], TrafficRouter]
 
 
@@ -58,30 +70,43 @@ class Evaluation:
     observations: tuple[RuleSamples, ...]
 
 
+async def _no_secrets(namespace: str, name: str) -> Mapping[str, str]:
+    raise AccessError(f"no Kubernetes API to read Secret {namespace}/{name} from")
+
+
 @dataclass
 class Analyzer:
     api: ApiClient | None
-    provider_factory: ProviderFactory = lambda url, headers: make_provider(url, headers=headers)
+    provider_factory: ProviderFactory = make_provider
     router_factory: RouterFactory = make_router
     clock: Callable[[], float] = time.time
-    _providers: dict[tuple[str, str], MetricsProvider] = field(default_factory=dict)
+    secrets: SecretCache | None = None
+    # One client per policy, rebuilt when its settings or credentials change.
+    _providers: dict[str, tuple[str, MetricsProvider]] = field(default_factory=dict)
 
-    async def _headers(self, owner: ObjectRef, spec: SitsDeploymentSpec) -> dict[str, str] | None:
-        ref = spec.analysis.prometheus.auth_secret_ref
-        if ref is None or self.api is None:
-            return None
-        token = await read_secret_value(
-            self.api, namespace=owner.namespace, name=ref.name, key=ref.key
-        )
-        return {"Authorization": f"Bearer {token.strip()}"}
+    def __post_init__(self) -> None:
+        if self.secrets is None:
+            reader = _no_secrets if self.api is None else kube_secret_reader(self.api)
+            self.secrets = SecretCache(reader, operator_namespace())
 
-    async def _provider(self, owner: ObjectRef, spec: SitsDeploymentSpec) -> MetricsProvider:
-        url = spec.analysis.prometheus.url
-        auth = spec.analysis.prometheus.auth_secret_ref
-        key = (url, f"{owner.namespace}/{auth.name}/{auth.key}" if auth else "")
-        if key not in self._providers:
-            self._providers[key] = self.provider_factory(url, await self._headers(owner, spec))
-        return self._providers[key]
+    async def provider_for(self, policy: Policy) -> MetricsProvider:
+        """The client for the policy's Prometheus; a FailingProvider saying why when its
+        credentials cannot be read."""
+        assert self.secrets is not None
+        try:
+            access = await resolve(policy.prometheus, policy.name, self.secrets)
+        except AccessError as exc:
+            return FailingProvider(str(exc))
+        cached = self._providers.get(policy.name)
+        if cached is not None and cached[0] == access.fingerprint:
+            return cached[1]
+        if cached is not None:
+            close = getattr(cached[1], "close", None)
+            if close is not None:
+                close()
+        provider = self.provider_factory(access)
+        self._providers[policy.name] = (access.fingerprint, provider)
+        return provider
 
     async def evaluate(
         self,
@@ -104,7 +129,7 @@ class Analyzer:
             # The read-back then shows our own "no traffic to unready pods" rule, not a
             # decision anyone made: decide from the stored weights instead.
             observed_weights = {}
-        provider = await self._provider(owner, spec)
+        provider = await self.provider_for(policy)
         variants = tuple(v.name for v in spec.variants)
         target = Target(owner.namespace, owner.name, variants, metric_source(spec))
         observations = await asyncio.gather(*(provider.samples(r, target) for r in policy.rules))

@@ -1,8 +1,9 @@
-"""Typed view of a SitsPolicy (crds/sitspolicy.yaml): SLI rules and what to do on gaps."""
+"""Typed view of a SitsPolicy (crds/sitspolicy.yaml): SLI rules, what to do on gaps, and
+the Prometheus they are read from (cluster admins choose it, never a SitsDeployment)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -82,6 +83,55 @@ class FailingContainers:
     action: ActionType = ActionType.ROLLBACK
 
 
+# kube-prometheus-stack installed as release "kube-prometheus-stack" in "monitoring".
+DEFAULT_PROMETHEUS_URL = "http://kube-prometheus-stack-prometheus.monitoring.svc:9090"
+DEFAULT_PROMETHEUS_TIMEOUT_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class SecretKeyRef:
+    """One key of a Secret in the operator's own namespace (never a SitsDeployment's)."""
+
+    name: str
+    key: str
+
+
+@dataclass(frozen=True)
+class PrometheusTls:
+    """spec.prometheus.tls: how the server is verified and how the operator proves itself."""
+
+    ca: SecretKeyRef | None = None
+    # A kubernetes.io/tls Secret (keys tls.crt and tls.key): the client certificate.
+    client_secret: str | None = None
+    server_name: str | None = None
+    insecure_skip_verify: bool = False
+
+
+@dataclass(frozen=True)
+class PrometheusEndpoint:
+    """spec.prometheus: the server the policy's queries go to and its credentials, in the
+    shape of Prometheus's own http_config (bearer token, basic auth, tls_config, headers)."""
+
+    url: str = DEFAULT_PROMETHEUS_URL
+    bearer_token: SecretKeyRef | None = None
+    # A kubernetes.io/basic-auth Secret (keys username and password).
+    basic_auth_secret: str | None = None
+    tls: PrometheusTls = PrometheusTls()
+    headers: tuple[tuple[str, str], ...] = ()
+    timeout_seconds: float = DEFAULT_PROMETHEUS_TIMEOUT_SECONDS
+
+    @property
+    def secret_names(self) -> tuple[str, ...]:
+        """Every Secret this endpoint reads: the only ones the operator may need."""
+        names = (
+            self.bearer_token.name if self.bearer_token else None,
+            self.basic_auth_secret,
+            self.tls.ca.name if self.tls.ca else None,
+            self.tls.client_secret,
+        )
+        return tuple(dict.fromkeys(n for n in names if n))
+
+
 @dataclass(frozen=True)
 class Policy:
     name: str
@@ -93,6 +143,7 @@ class Policy:
     on_error: ErrorAction = ErrorAction.FREEZE
     promotion_consecutive_passes: int = 3
     failing_containers: FailingContainers = FailingContainers()
+    prometheus: PrometheusEndpoint = field(default_factory=PrometheusEndpoint)
 
     def min_requests_for(self, rule: Rule) -> int:
         return self.min_requests if rule.min_requests is None else rule.min_requests
@@ -132,6 +183,27 @@ def _rule(raw: dict[str, Any]) -> Rule:
     )
 
 
+def _secret_key(raw: dict[str, Any] | None, default_key: str) -> SecretKeyRef | None:
+    return SecretKeyRef(raw["name"], raw.get("key", default_key)) if raw else None
+
+
+def parse_prometheus(raw: dict[str, Any]) -> PrometheusEndpoint:
+    tls = raw.get("tls") or {}
+    return PrometheusEndpoint(
+        url=raw.get("url", DEFAULT_PROMETHEUS_URL),
+        bearer_token=_secret_key(raw.get("bearerTokenSecretRef"), "token"),
+        basic_auth_secret=((raw.get("basicAuth") or {}).get("secretRef") or {}).get("name"),
+        tls=PrometheusTls(
+            ca=_secret_key(tls.get("caSecretRef"), "ca.crt"),
+            client_secret=(tls.get("certSecretRef") or {}).get("name"),
+            server_name=tls.get("serverName"),
+            insecure_skip_verify=bool(tls.get("insecureSkipVerify", False)),
+        ),
+        headers=tuple((h["name"], h["value"]) for h in raw.get("headers") or ()),
+        timeout_seconds=parse_duration(raw.get("timeout", "5s")),
+    )
+
+
 def parse_policy(name: str, spec: dict[str, Any]) -> Policy:
     """Build a Policy from a SitsPolicy spec (server-side defaults already applied)."""
     no_data = spec.get("noData") or {}
@@ -149,4 +221,5 @@ def parse_policy(name: str, spec: dict[str, Any]) -> Policy:
             periods=int(containers.get("periods", DEFAULT_FAILING_CONTAINER_PERIODS)),
             action=ActionType(containers.get("action", ActionType.ROLLBACK.value)),
         ),
+        prometheus=parse_prometheus(spec.get("prometheus") or {}),
     )

@@ -216,20 +216,6 @@ class Rollout(_Frozen):
     scale_down_delay: str = Field(default=DEFAULT_SCALE_DOWN_DELAY, alias="scaleDownDelay")
 
 
-class SecretKeyRef(_Frozen):
-    name: str
-    key: str
-
-
-# kube-prometheus-stack installed as release "kube-prometheus-stack" in "monitoring".
-DEFAULT_PROMETHEUS_URL = "http://kube-prometheus-stack-prometheus.monitoring.svc:9090"
-
-
-class PrometheusEndpoint(_Frozen):
-    url: str = DEFAULT_PROMETHEUS_URL
-    auth_secret_ref: SecretKeyRef | None = Field(default=None, alias="authSecretRef")
-
-
 class PolicyRef(_Frozen):
     name: str = "sits2026"
 
@@ -238,7 +224,6 @@ class Analysis(_Frozen):
     policy_ref: PolicyRef = Field(default=PolicyRef(), alias="policyRef")
     # None: chosen by the router (core.metric_source), since the default depends on it.
     source: MetricSource | None = None
-    prometheus: PrometheusEndpoint = PrometheusEndpoint()
 
 
 class SitsDeploymentSpec(_Frozen):
