@@ -11,7 +11,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from aiohttp.web import Application
 
 from sits_operator.adapters.alert_webhook import PATH, AlertReceiver, TokenFile
-from sits_operator.core.alerts import AlertTarget, Verdict, authorized, judge, targets_of
+from sits_operator.core.alerts import AlertAction, AlertTarget, authorized, judge, targets_of
 
 
 def alert(status: str = "firing", **labels: str) -> dict[str, Any]:
@@ -51,43 +51,48 @@ TARGET = AlertTarget("ns", "chat", "Burn", "alert:Burn:1", "v2")
 
 
 @pytest.mark.parametrize(
-    ("target", "obj", "verdict", "why"),
+    ("target", "obj", "action", "why"),
     [
-        (TARGET, None, Verdict.NOT_FOUND, "no SitsDeployment ns/chat"),
+        (TARGET, None, AlertAction.NOT_FOUND, "no SitsDeployment ns/chat"),
         (
             TARGET,
             body("Progressing", v1="stable", v2="candidate"),
-            Verdict.ROLL_BACK,
+            AlertAction.ROLL_BACK,
             "candidate v2",
         ),
-        (TARGET, body("Paused", v1="stable", v2="candidate"), Verdict.ROLL_BACK, "candidate"),
-        (TARGET, body("Promoting", v1="stable", v2="candidate"), Verdict.ROLL_BACK, "candidate"),
+        (TARGET, body("Paused", v1="stable", v2="candidate"), AlertAction.ROLL_BACK, "candidate"),
+        (
+            TARGET,
+            body("Promoting", v1="stable", v2="candidate"),
+            AlertAction.ROLL_BACK,
+            "candidate",
+        ),
         # An SLO alert on the stable variant must not roll the candidate back.
         (
             AlertTarget("ns", "chat", "Burn", "v", "v1"),
             body("Progressing", v1="stable", v2="candidate"),
-            Verdict.IGNORE,
+            AlertAction.IGNORE,
             "v1 of ns/chat is stable",
         ),
         (
             TARGET,
             body("RolledBack", v1="stable", v2="candidate"),
-            Verdict.IGNORE,
+            AlertAction.IGNORE,
             "ns/chat is RolledBack",
         ),
-        (TARGET, body("Ready", v1="stable"), Verdict.IGNORE, "has no variant 'v2'"),
+        (TARGET, body("Ready", v1="stable"), AlertAction.IGNORE, "has no variant 'v2'"),
         # No variant label: the alert is about the whole rollout (as before).
         (
             AlertTarget("ns", "chat", "Burn", "v"),
             body("Ready", v1="stable"),
-            Verdict.ROLL_BACK,
+            AlertAction.ROLL_BACK,
             "names ns/chat",
         ),
     ],
 )
-def test_judge(target: AlertTarget, obj: Any, verdict: Verdict, why: str) -> None:
+def test_judge(target: AlertTarget, obj: Any, action: AlertAction, why: str) -> None:
     got, message = judge(target, obj)
-    assert got is verdict
+    assert got is action
     assert why in message
 
 

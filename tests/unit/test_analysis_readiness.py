@@ -12,7 +12,6 @@ from dataclasses import replace
 
 import pytest
 
-from sits_operator.core.analysis.readiness import PROGRESS_DEADLINE_EXCEEDED
 from sits_operator.core.containers import ANALYSIS_TAIL_CHARS, variant_failures
 from sits_operator.core.rollout_plan import build_plan, progress_deadline
 from sits_operator.core.rollout_summary import analysis_condition, summarize
@@ -24,6 +23,7 @@ from sits_operator.model.analysis import (
     VariantFailure,
     Verdict,
 )
+from sits_operator.model.events import EventReason
 from sits_operator.model.observed import (
     ContainerTermination,
     ObservedContainer,
@@ -229,7 +229,7 @@ def test_a_candidate_past_its_progress_deadline_is_rolled_back() -> None:
         ("rollback", ROLLED, 0),
     ]
     [event] = run.decisions[-1].events
-    assert (event.type, event.reason) == ("Warning", PROGRESS_DEADLINE_EXCEEDED)
+    assert (event.type, event.reason) == ("Warning", EventReason.PROGRESS_DEADLINE_EXCEEDED)
     assert event.message.startswith(
         "rolled back: progress deadline exceeded: canary without a ready pod for 2m"
     )

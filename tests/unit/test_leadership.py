@@ -26,6 +26,7 @@ from sits_operator.handlers.leadership import (
     NotLeaderError,
     leader_only_poster,
 )
+from sits_operator.model.events import EventReason
 
 T = Timing()  # 15 s lease, 10 s renew deadline, 2 s retry
 ME, OTHER = "op-a", "op-b"
@@ -272,7 +273,7 @@ async def test_a_follower_writes_nothing_and_posts_nothing() -> None:
     post = leader_only_poster(lambda b, t, reason, m: posted.append(reason), lambda: leader[0])
     manifest = {"kind": "Service", "metadata": {"name": "s", "namespace": "ns"}}
     await writer.apply(manifest)
-    post({}, "Normal", "Step", "")
+    post({}, "Normal", EventReason.STEP, "")
     leader[0] = False
     with pytest.raises(NotLeaderError):
         await writer.apply(manifest)
@@ -281,6 +282,6 @@ async def test_a_follower_writes_nothing_and_posts_nothing() -> None:
     with pytest.raises(NotLeaderError):
         await writer.delete(kind="Service", namespace="ns", name="s")
     with pytest.raises(NotLeaderError):
-        post({}, "Normal", "Step", "")
+        post({}, "Normal", EventReason.STEP, "")
     assert [c for c, _ in inner.calls] == ["apply"]
     assert posted == ["Step"]

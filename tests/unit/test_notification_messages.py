@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from sits_operator.core import notifications as m
+from sits_operator.model.events import EventReason
 from sits_operator.model.notifications import NotificationKind, RolloutEvent, WebhookFormat
 
 BODY: dict[str, Any] = {
@@ -25,7 +26,7 @@ NOW = 1767323045.678
 
 
 def event(reason: str = "RolledBack", message: str = "rolled back", **changes: Any) -> RolloutEvent:
-    made = m.rollout_event(BODY, "Warning", reason, message, now=NOW, event_id="e-1")
+    made = m.rollout_event(BODY, "Warning", EventReason(reason), message, now=NOW, event_id="e-1")
     return replace(made, **changes)
 
 
@@ -48,7 +49,7 @@ def event(reason: str = "RolledBack", message: str = "rolled back", **changes: A
     ],
 )
 def test_events_are_classified_by_reason(reason: str, kind: NotificationKind) -> None:
-    assert m.classify(reason) is kind
+    assert m.classify(EventReason(reason)) is kind
 
 
 @pytest.mark.parametrize(
@@ -86,7 +87,9 @@ def test_a_filter_names_reasons_kinds_or_types(
     ],
 )
 def test_a_phase_change_carries_both_phases(message: str, previous: str, phase: str) -> None:
-    made = m.rollout_event(BODY, "Normal", "PhaseChanged", message, now=NOW, event_id="e")
+    made = m.rollout_event(
+        BODY, "Normal", EventReason.PHASE_CHANGED, message, now=NOW, event_id="e"
+    )
     assert (made.previous_phase, made.phase) == (previous, phase)
     assert made.kind is NotificationKind.PHASE
 
@@ -103,7 +106,7 @@ def test_a_phase_change_carries_both_phases(message: str, previous: str, phase: 
 def test_the_event_names_stable_and_candidate_when_the_spec_does(
     body: dict[str, Any], stable: str, candidate: str
 ) -> None:
-    made = m.rollout_event(body, "Normal", "Step", "stepped", now=NOW, event_id="e")
+    made = m.rollout_event(body, "Normal", EventReason.STEP, "stepped", now=NOW, event_id="e")
     assert (made.stable, made.candidate) == (stable, candidate)
 
 
@@ -156,7 +159,7 @@ def test_cloudevent_is_structured_mode_1_0() -> None:
     ],
 )
 def test_slack_icons_tell_the_outcome(reason: str, severity: str, message: str, icon: str) -> None:
-    made = m.rollout_event(BODY, severity, reason, message, now=NOW, event_id="e")
+    made = m.rollout_event(BODY, severity, EventReason(reason), message, now=NOW, event_id="e")
     body = m.slack_body(made)
     assert body["text"].startswith(icon)
     assert body["blocks"][0]["text"]["text"].startswith(f"{icon} *{reason}* `prod/chat`")
@@ -186,7 +189,9 @@ def test_slack_texts_stay_within_the_section_limit() -> None:
 
 
 def test_slack_context_without_variants() -> None:
-    made = m.rollout_event({"metadata": {"name": "a"}}, "Normal", "Step", "s", now=0, event_id="e")
+    made = m.rollout_event(
+        {"metadata": {"name": "a"}}, "Normal", EventReason.STEP, "s", now=0, event_id="e"
+    )
     (context,) = m.slack_body(made)["blocks"][1]["elements"]
     assert context["text"] == "Normal · 1970-01-01T00:00:00.000Z"
 

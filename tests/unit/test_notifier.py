@@ -25,6 +25,7 @@ from sits_operator.adapters.notifier import WebhookNotifier
 from sits_operator.core.notifications import rollout_event
 from sits_operator.handlers.notifications import count, notifying_poster, start_notifier
 from sits_operator.handlers.reconcile import Reconciler
+from sits_operator.model.events import EventReason
 from sits_operator.model.notifications import (
     DeliveryResult,
     NotificationSettings,
@@ -43,7 +44,9 @@ FLUSH_TIMEOUT = 5.0
 
 
 def event(reason: str = "RolledBack", n: int = 0) -> RolloutEvent:
-    return rollout_event(BODY, "Warning", reason, f"message {n}", now=1.0e9, event_id=f"id-{n}")
+    return rollout_event(
+        BODY, "Warning", EventReason(reason), f"message {n}", now=1.0e9, event_id=f"id-{n}"
+    )
 
 
 @dataclass
@@ -363,7 +366,7 @@ def test_the_poster_posts_the_kubernetes_event_then_publishes() -> None:
             recorder.publish(event)
 
     poster = notifying_poster(post, Publisher(), wall_clock=lambda: 0.0, new_id=lambda: "id")
-    poster(BODY, "Warning", "RolledBack", "rolled back: success-rate")
+    poster(BODY, "Warning", EventReason.ROLLED_BACK, "rolled back: success-rate")
     assert order == ["k8s RolledBack", "webhooks RolledBack"]
     (published,) = recorder.events
     assert (published.namespace, published.name, published.id) == ("prod", "chat", "id")
@@ -373,7 +376,7 @@ def test_the_poster_posts_the_kubernetes_event_then_publishes() -> None:
 def test_a_broken_publisher_never_fails_the_pass(caplog: pytest.LogCaptureFixture) -> None:
     posted: list[str] = []
     poster = notifying_poster(lambda *a: posted.append(a[2]), Recorder(fail=True))
-    poster(BODY, "Normal", "Step", "step 1")
+    poster(BODY, "Normal", EventReason.STEP, "step 1")
     assert posted == ["Step"]
     assert "notification of Step not queued" in caplog.text
 

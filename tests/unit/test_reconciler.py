@@ -11,6 +11,7 @@ from sits_operator.adapters.kube import NoopKubeWriter
 from sits_operator.core.observe import child_entry
 from sits_operator.core.render import render_children
 from sits_operator.handlers.reconcile import Reconciler
+from sits_operator.model.events import EventReason
 from sits_operator.model.observed import (
     ContainerTermination,
     ObservedContainer,
@@ -48,7 +49,7 @@ class Clock:
         return self.now
 
 
-def make() -> tuple[Reconciler, NoopKubeWriter, list[tuple[str, str, str]], Clock]:
+def make() -> tuple[Reconciler, NoopKubeWriter, list[tuple[str, EventReason, str]], Clock]:
     writer, events, clock = NoopKubeWriter(), [], Clock()
     reconciler = Reconciler(
         writer=writer,

@@ -17,6 +17,7 @@ from sits_operator.handlers import metrics
 from sits_operator.handlers.analysis import Analyzer
 from sits_operator.handlers.reconcile import Reconciler
 from sits_operator.model.analysis import RuleSamples, Sample
+from sits_operator.model.events import EventReason
 from sits_operator.model.observed import ObservedDeployment, ObservedState
 from sits_operator.model.policy import Rule
 from sits_operator.model.settings import OperatorSettings
@@ -73,7 +74,7 @@ def body(name: str = OWNER.name, variants: list[dict[str, Any]] | None = None) -
 
 def reconciler(
     requests: float = 3.0,
-) -> tuple[Reconciler, NoopKubeWriter, list[tuple[str, str, str]], Clock]:
+) -> tuple[Reconciler, NoopKubeWriter, list[tuple[str, EventReason, str]], Clock]:
     writer, events, clock = NoopKubeWriter(), [], Clock()
     provider = Trickle(requests)
     analyzer = Analyzer(

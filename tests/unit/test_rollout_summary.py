@@ -22,6 +22,7 @@ from sits_operator.model.analysis import (
     Sample,
     Verdict,
 )
+from sits_operator.model.events import EventReason
 from sits_operator.model.policy import CompareTo, Policy
 from tests.unit.test_analysis_driver import (
     CANARY,
@@ -333,7 +334,7 @@ FEW = (
             id="error-quotes-the-failure",
         ),
         pytest.param(
-            decision(events=(EventNote("Normal", "Retry", "analysis restarted"),)),
+            decision(events=(EventNote("Normal", EventReason.RETRY, "analysis restarted"),)),
             (),
             (True, "Evaluating", "all SLIs pass (1 of 3 periods)"),
             id="a-restart-clears-an-old-no-data",

@@ -30,8 +30,9 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from sits_operator.adapters.kube import create_event
-from sits_operator.core.alerts import AlertTarget, Verdict, authorized, judge, targets_of
+from sits_operator.core.alerts import AlertAction, AlertTarget, authorized, judge, targets_of
 from sits_operator.model.analysis import Command, command_annotation
+from sits_operator.model.events import EventReason
 from sits_operator.model.spec import API_GROUP, API_VERSION, PLURAL
 
 log = logging.getLogger("sits_operator.alerts")
@@ -98,34 +99,35 @@ class AlertReceiver:
         if not targets:
             error = "no firing alert names a SitsDeployment (labels namespace and sits_deployment)"
             return web.json_response({"error": error}, status=422)
-        outcome: dict[Verdict, list[str]] = {verdict: [] for verdict in Verdict}
+        outcome: dict[AlertAction, list[str]] = {action: [] for action in AlertAction}
         for target in targets:
-            verdict, why = await self._act(target)
-            outcome[verdict].append(f"{target.key}: {why}")
-        done = outcome[Verdict.ROLL_BACK] or outcome[Verdict.IGNORE]
+            action, why = await self._act(target)
+            outcome[action].append(f"{target.key}: {why}")
+        done = outcome[AlertAction.ROLL_BACK] or outcome[AlertAction.IGNORE]
         return web.json_response(
             {
-                "rolledBack": outcome[Verdict.ROLL_BACK],
-                "ignored": outcome[Verdict.IGNORE],
-                "notFound": outcome[Verdict.NOT_FOUND],
+                "rolledBack": outcome[AlertAction.ROLL_BACK],
+                "ignored": outcome[AlertAction.IGNORE],
+                "notFound": outcome[AlertAction.NOT_FOUND],
             },
             status=200 if done else 404,
         )
 
-    async def _act(self, target: AlertTarget) -> tuple[Verdict, str]:
+    async def _act(self, target: AlertTarget) -> tuple[AlertAction, str]:
         if self._namespaces and target.namespace not in self._namespaces:
             return (
-                Verdict.NOT_FOUND,
+                AlertAction.NOT_FOUND,
                 f"namespace {target.namespace} is not watched by this operator",
             )
         body = await self._read(target)
-        verdict, why = judge(target, body)
-        if verdict is Verdict.NOT_FOUND or body is None:
-            return verdict, why
-        if verdict is Verdict.IGNORE:
-            await self._event(body, "Normal", "AlertIgnored", f"alert {target.alert}: {why}")
+        action, why = judge(target, body)
+        if action is AlertAction.NOT_FOUND or body is None:
+            return action, why
+        if action is AlertAction.IGNORE:
+            message = f"alert {target.alert}: {why}"
+            await self._event(body, "Normal", EventReason.ALERT_IGNORED, message)
             log.info("alert %s ignored: %s", target.alert, why)
-            return verdict, why
+            return action, why
         patch = {"metadata": {"annotations": {ABORT_ANNOTATION: target.value}}}
         await self._custom.patch_namespaced_custom_object(
             API_GROUP,
@@ -137,9 +139,9 @@ class AlertReceiver:
             _content_type="application/merge-patch+json",  # type: ignore[call-arg]
         )
         message = f"alert {target.alert} is firing: rolling back ({target.value})"
-        await self._event(body, "Warning", "AlertRollback", message)
+        await self._event(body, "Warning", EventReason.ALERT_ROLLBACK, message)
         log.warning("alert %s rolls back %s", target.alert, target.key)
-        return verdict, why
+        return action, why
 
     async def _read(self, target: AlertTarget) -> dict[str, Any] | None:
         try:
@@ -152,7 +154,9 @@ class AlertReceiver:
             raise
         return body
 
-    async def _event(self, body: dict[str, Any], type_: str, reason: str, message: str) -> None:
+    async def _event(
+        self, body: dict[str, Any], type_: str, reason: EventReason, message: str
+    ) -> None:
         await create_event(self._api, obj=body, type_=type_, reason=reason, message=message)
 
 

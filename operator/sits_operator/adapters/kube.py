@@ -18,6 +18,7 @@ from typing import Any, Protocol, TypeAlias
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from sits_operator.model.events import EventReason
 from sits_operator.model.spec import API_GROUP, API_VERSION, PLURAL
 
 APPLY = "application/apply-patch+yaml"
@@ -187,7 +188,12 @@ def operator_namespace(
 
 
 async def create_event(
-    api_client: client.ApiClient, *, obj: dict[str, Any], type_: str, reason: str, message: str
+    api_client: client.ApiClient,
+    *,
+    obj: dict[str, Any],
+    type_: str,
+    reason: EventReason,
+    message: str,
 ) -> None:
     """A core/v1 Event on `obj`, for code that runs outside Kopf's handlers (webhooks)."""
     import datetime

@@ -38,7 +38,7 @@ class AlertTarget:
         return f"{self.namespace}/{self.name}"
 
 
-class Verdict(StrEnum):
+class AlertAction(StrEnum):
     """What the receiver does with one firing alert."""
 
     ROLL_BACK = "rollBack"
@@ -75,30 +75,30 @@ def targets_of(payload: Any) -> list[AlertTarget]:
     return found
 
 
-def judge(target: AlertTarget, body: Mapping[str, Any] | None) -> tuple[Verdict, str]:
-    """(verdict, why) for one alert, given the SitsDeployment it names (None: not found)."""
+def judge(target: AlertTarget, body: Mapping[str, Any] | None) -> tuple[AlertAction, str]:
+    """(action, why) for one alert, given the SitsDeployment it names (None: not found)."""
     if body is None:
-        return Verdict.NOT_FOUND, f"no SitsDeployment {target.key}"
+        return AlertAction.NOT_FOUND, f"no SitsDeployment {target.key}"
     if not target.variant:
-        return Verdict.ROLL_BACK, f"alert {target.alert} names {target.key}"
+        return AlertAction.ROLL_BACK, f"alert {target.alert} names {target.key}"
     status = body.get("status") or {}
     rows = {str(row.get("name")): row for row in status.get("variants") or []}
     row = rows.get(target.variant)
     if row is None:
-        return Verdict.IGNORE, f"{target.key} has no variant {target.variant!r}"
+        return AlertAction.IGNORE, f"{target.key} has no variant {target.variant!r}"
     if row.get("role") != Role.CANDIDATE.value:
-        return Verdict.IGNORE, (
+        return AlertAction.IGNORE, (
             f"variant {target.variant} of {target.key} is {row.get('role') or 'not a candidate'}:"
             " an alert rolls back candidates only"
         )
     phase = str(status.get("phase") or "")
     if phase not in ANALYSING:
-        return Verdict.IGNORE, (
+        return AlertAction.IGNORE, (
             f"{target.key} is {phase or 'not analysing'}:"
             f" no rollout of {target.variant} to roll back"
         )
     return (
-        Verdict.ROLL_BACK,
+        AlertAction.ROLL_BACK,
         f"alert {target.alert} names candidate {target.variant} of {target.key}",
     )
 

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from sits_operator.model.events import CONDITION_FLIPS, EventReason
 from sits_operator.model.notifications import (
     DEFAULT_KINDS,
     NotificationKind,
@@ -27,14 +28,11 @@ from sits_operator.model.notifications import (
     WebhookFormat,
 )
 from sits_operator.model.spec import API_GROUP, API_VERSION, PLURAL
-from sits_operator.model.status import ConditionType
+from sits_operator.model.status import Phase
 
-PHASE_CHANGED = "PhaseChanged"
-CHILDREN_REASONS = frozenset({"Applied", "Deleted"})
-# handlers/reconcile.py posts a flipped condition as "<type><status>" (ReadyFalse...).
-CONDITION_REASONS = frozenset(
-    f"{kind.value}{status}" for kind in ConditionType for status in ("True", "False", "Unknown")
-)
+CHILDREN_REASONS = frozenset({EventReason.APPLIED, EventReason.DELETED})
+# Rollback or promotion: the Slack message's icon.
+ROLLBACK_REASONS = frozenset({EventReason.ROLLED_BACK, EventReason.PROGRESS_DEADLINE_EXCEEDED})
 TYPE_PREFIX = "dev.sits.rollout."
 SPEC_VERSION = "1.0"
 CLOUDEVENTS_CONTENT_TYPE = "application/cloudevents+json; charset=utf-8"
@@ -46,13 +44,13 @@ SLACK_TEXT_LIMIT = 3000
 RETRYABLE_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 
 
-def classify(reason: str) -> NotificationKind:
+def classify(reason: EventReason) -> NotificationKind:
     """The kind of an event, from its reason (the reconciler's vocabulary)."""
-    if reason == PHASE_CHANGED:
+    if reason is EventReason.PHASE_CHANGED:
         return NotificationKind.PHASE
     if reason in CHILDREN_REASONS:
         return NotificationKind.CHILDREN
-    if reason in CONDITION_REASONS:
+    if reason in CONDITION_FLIPS:
         return NotificationKind.CONDITION
     return NotificationKind.DECISION
 
@@ -96,7 +94,7 @@ def _variant_names(spec: Mapping[str, Any]) -> tuple[str, str]:
 def rollout_event(
     body: Mapping[str, Any],
     type_: str,
-    reason: str,
+    reason: EventReason,
     message: str,
     *,
     now: float,
@@ -176,9 +174,9 @@ def truncate(text: str, limit: int) -> str:
 
 
 def _icon(event: RolloutEvent) -> str:
-    if event.reason in ("RolledBack", "ProgressDeadlineExceeded") or event.phase == "RolledBack":
+    if event.reason in ROLLBACK_REASONS or event.phase == Phase.ROLLED_BACK:
         return ":rotating_light:"
-    if event.reason == "Promoted" or event.phase == "Succeeded":
+    if event.reason is EventReason.PROMOTED or event.phase == Phase.SUCCEEDED:
         return ":white_check_mark:"
     return ":warning:" if event.severity == "Warning" else ":information_source:"
 

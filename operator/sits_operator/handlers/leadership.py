@@ -60,6 +60,7 @@ from sits_operator.adapters.routers import TrafficRouter, make_router
 from sits_operator.handlers import metrics
 from sits_operator.handlers.analysis import RouterFactory
 from sits_operator.handlers.reconcile import EventPoster
+from sits_operator.model.events import EventReason
 from sits_operator.model.spec import ObjectRef, SitsDeploymentSpec
 
 log = logging.getLogger("sits_operator.leader")
@@ -151,8 +152,8 @@ def leader_only_routers(may_act: MayAct, factory: RouterFactory = make_router) -
 
 
 def leader_only_poster(post: EventPoster, may_act: MayAct) -> EventPoster:
-    def post_if_leader(body: Any, type_: str, reason: str, message: str) -> None:
-        refuse_unless(may_act, f"event {reason}")
+    def post_if_leader(body: Any, type_: str, reason: EventReason, message: str) -> None:
+        refuse_unless(may_act, f"event {reason.value}")
         post(body, type_, reason, message)
 
     return post_if_leader

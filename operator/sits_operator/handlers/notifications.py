@@ -20,6 +20,7 @@ from prometheus_client import Counter
 from sits_operator.adapters.notifier import WebhookNotifier, make_notifier
 from sits_operator.core import notifications as messages
 from sits_operator.handlers.reconcile import EventPoster
+from sits_operator.model.events import EventReason
 from sits_operator.model.notifications import (
     DeliveryResult,
     NotificationSettings,
@@ -57,7 +58,7 @@ def notifying_poster(
 ) -> EventPoster:
     """`post`, and then the same event to the webhooks."""
 
-    def post_and_notify(body: Any, type_: str, reason: str, message: str) -> None:
+    def post_and_notify(body: Any, type_: str, reason: EventReason, message: str) -> None:
         post(body, type_, reason, message)
         try:
             event = messages.rollout_event(
@@ -65,7 +66,7 @@ def notifying_poster(
             )
             publisher.publish(event)
         except Exception:  # a notification must never fail a reconcile pass
-            log.exception("notification of %s not queued", reason)
+            log.exception("notification of %s not queued", reason.value)
 
     return post_and_notify
 

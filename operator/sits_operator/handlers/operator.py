@@ -47,6 +47,7 @@ from sits_operator.handlers.watching import (
     scope_watches,
     server_side_enabled,
 )
+from sits_operator.model.events import EventReason
 from sits_operator.model.spec import API_GROUP, API_VERSION, PLURAL
 
 log = logging.getLogger("sits_operator")
@@ -276,11 +277,17 @@ async def reconcile_loop(
                     exc.reason,
                     str(exc.body)[:500],
                 )
-                kopf.warn(body, reason="ReconcileFailed", message=f"{exc.status} {exc.reason}")
+                kopf.warn(
+                    body, reason=EventReason.RECONCILE_FAILED, message=f"{exc.status} {exc.reason}"
+                )
                 delay = ERROR_BACKOFF_SECONDS
             except Exception as exc:  # a bug must not stop this object's loop for good
                 log.exception("reconcile of %s/%s crashed", namespace, name)
-                kopf.warn(body, reason="ReconcileFailed", message=f"{type(exc).__name__}: {exc}")
+                kopf.warn(
+                    body,
+                    reason=EventReason.RECONCILE_FAILED,
+                    message=f"{type(exc).__name__}: {exc}",
+                )
                 delay = ERROR_BACKOFF_SECONDS
             await WAKEUPS.wait(key, resync=delay, debounce=DEBOUNCE_SECONDS)
     except asyncio.CancelledError:

@@ -41,6 +41,7 @@ from sits_operator.handlers.analysis import Analyzer, commands_from, policy_from
 from sits_operator.handlers.metrics import ReconcileResult
 from sits_operator.model.analysis import AnalysisState
 from sits_operator.model.durations import parse_duration
+from sits_operator.model.events import EventReason, condition_flipped
 from sits_operator.model.observed import GatewayReport, ObservedChild, ObservedState
 from sits_operator.model.policy import Policy
 from sits_operator.model.settings import OperatorSettings
@@ -67,10 +68,10 @@ SCALE_DOWN_MARGIN_SECONDS = 0.5
 # Status fields of the analysis, dropped when no candidate is left to analyse.
 ANALYSIS_FIELDS = ("analysis", "slis", "candidateSuccessRate", "candidateLatencyP95Ms")
 
-EventPoster = Callable[[Any, str, str, str], None]
+EventPoster = Callable[[Any, str, EventReason, str], None]
 
 
-def post_event(body: Any, type_: str, reason: str, message: str) -> None:
+def post_event(body: Any, type_: str, reason: EventReason, message: str) -> None:
     """Kubernetes event on the SitsDeployment, posted by Kopf's event queue."""
     kopf.event(body, type=type_, reason=reason, message=message)
 
@@ -289,7 +290,7 @@ class Reconciler:
             # Nothing decided, nothing written: the rollout waits where it stands, and
             # TrafficApplied says why; a Warning event once, when the refusal starts.
             if self._refused.get(key) != str(refused):
-                self.post(body, "Warning", ConditionReason.REFERENCE_GRANT_MISSING, str(refused))
+                self.post(body, "Warning", EventReason.REFERENCE_GRANT_MISSING, str(refused))
             self._refused[key] = str(refused)
             return self._stored_analysis(spec, observed, policy, state, next_in)
         self._refused.pop(key, None)
@@ -397,12 +398,13 @@ class Reconciler:
             applied.append(f"{kind} {name} ({digest[:8]})")
             log.info("applied", extra={"kind": kind, "child": name, "hash": digest})
         if applied:
-            self.post(body, "Normal", "Applied", "applied " + ", ".join(applied))
+            self.post(body, "Normal", EventReason.APPLIED, "applied " + ", ".join(applied))
         for key in plan.delete:
             await self.writer.delete(kind=key.kind, namespace=owner.namespace, name=key.name)
             self._recent.get((owner.namespace, owner.name), {}).pop((key.kind, key.name), None)
             metrics.CHILD_WRITES.labels(kind=key.kind, action="delete").inc()
-            self.post(body, "Normal", "Deleted", f"{key.kind} {key.name} deleted: not in spec")
+            message = f"{key.kind} {key.name} deleted: not in spec"
+            self.post(body, "Normal", EventReason.DELETED, message)
             log.info("deleted", extra={"kind": key.kind, "child": key.name})
 
     async def _write_status(
@@ -425,7 +427,7 @@ class Reconciler:
         if result.phase_changed:
             metrics.PHASE_TRANSITIONS.labels(phase=phase).inc()
             before = previous.get("phase") or "(none)"
-            self.post(body, "Normal", "PhaseChanged", f"{before} -> {phase}")
+            self.post(body, "Normal", EventReason.PHASE_CHANGED, f"{before} -> {phase}")
         for cond in result.flipped:
             warn = (cond.type in ABNORMAL_TRUE and cond.status == "True") or (
                 cond.type in ABNORMAL_FALSE and cond.status == "False"
@@ -439,6 +441,6 @@ class Reconciler:
             self.post(
                 body,
                 "Warning" if warn else "Normal",
-                f"{cond.type}{cond.status}",
+                condition_flipped(cond.type, cond.status),
                 cond.message or cond.reason,
             )

@@ -14,6 +14,7 @@ from enum import StrEnum
 from typing import Any
 
 from sits_operator.model.durations import parse_duration
+from sits_operator.model.events import EventReason
 from sits_operator.model.spec import (
     API_GROUP,
     DEFAULT_SCALE_DOWN_DELAY,
@@ -310,7 +311,7 @@ class AnalysisState:
 @dataclass(frozen=True)
 class EventNote:
     type: str  # Normal | Warning
-    reason: str
+    reason: EventReason
     message: str
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from sits_operator.model.events import EventReason
+
 
 class WebhookFormat(StrEnum):
     """The body a webhook receives (chart value `notifications.webhooks[].format`)."""
@@ -75,7 +77,7 @@ class RolloutEvent:
     uid: str
     kind: NotificationKind
     severity: str  # the Kubernetes event type: Normal | Warning
-    reason: str  # the Kubernetes event reason: RolledBack, Step, PhaseChanged...
+    reason: EventReason  # the Kubernetes event's: RolledBack, Step, PhaseChanged...
     message: str
     time: str  # RFC 3339, UTC
     id: str  # unique per event: the CloudEvents id, the JSON body's id

@@ -29,6 +29,7 @@ from sits_operator.model.analysis import (
     DecisionAction,
     command_annotation,
 )
+from sits_operator.model.events import EventReason
 
 ORDER = (Command.RETRY, Command.PAUSE, Command.RESUME, Command.PROMOTE, Command.ABORT)
 
@@ -61,12 +62,12 @@ def _ignored(state: AnalysisState, annotation: str, why: str) -> Transition:
     """Acknowledged but nothing to do: say so, in status and in an event."""
     reason = f"{annotation} ignored: {why}"
     return hold(state, reason, action=DecisionAction.NONE).after_events(
-        (normal("CommandIgnored", reason),)
+        (normal(EventReason.COMMAND_IGNORED, reason),)
     )
 
 
 def _retry(ctx: Context, state: AnalysisState, annotation: str) -> Transition:
-    return restart(ctx, state, f"analysis restarted by {annotation}", "Retry")
+    return restart(ctx, state, f"analysis restarted by {annotation}", EventReason.RETRY)
 
 
 def _pause(ctx: Context, state: AnalysisState, annotation: str) -> Transition:

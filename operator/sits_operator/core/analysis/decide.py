@@ -43,6 +43,7 @@ from sits_operator.model.analysis import (
     RolloutPlan,
     RuleSamples,
 )
+from sits_operator.model.events import EventReason
 from sits_operator.model.policy import Policy
 
 
@@ -85,18 +86,21 @@ def _open(ctx: Context, state: AnalysisState, commands: Mapping[Command, str]) -
     return started.then(acted)
 
 
-def _restart_words(ctx: Context, state: AnalysisState) -> tuple[str, str]:
+def _restart_words(ctx: Context, state: AnalysisState) -> tuple[str, EventReason]:
     revision = ctx.plan.revision_key
     if not state.revision_key:
-        return f"analysis started for revision {revision}", "AnalysisStarted"
-    return f"new revision {revision}: analysis restarted", "AnalysisRestarted"
+        return f"analysis started for revision {revision}", EventReason.ANALYSIS_STARTED
+    return f"new revision {revision}: analysis restarted", EventReason.ANALYSIS_RESTARTED
 
 
-def _adopt_words(ctx: Context, state: AnalysisState) -> tuple[str, str]:
-    outcome = "promotion" if state.phase is AnalysisPhase.SUCCEEDED else "rollback"
+def _adopt_words(ctx: Context, state: AnalysisState) -> tuple[str, EventReason]:
+    if state.phase is AnalysisPhase.SUCCEEDED:
+        outcome, event_reason = "promotion", EventReason.PROMOTION_COMMITTED
+    else:
+        outcome, event_reason = "rollback", EventReason.ROLLBACK_COMMITTED
     said = describe_commit(state, ctx.plan.revision_key)
     reason = f"{said}: the {outcome} is committed; analysis, weights and pods unchanged"
-    return reason, f"{outcome.capitalize()}Committed"
+    return reason, event_reason
 
 
 def _trusted(ctx: Context, state: AnalysisState) -> AnalysisState:
@@ -142,7 +146,7 @@ def _evaluate(ctx: Context, state: AnalysisState) -> Decision:
     )
     if state.phase is AnalysisPhase.DEGRADED:
         reason = "analysis possible again: back to Progressing (this period not counted)"
-        event = normal("Resumed", reason)
+        event = normal(EventReason.RESUMED, reason)
         back = transition(
             marked,
             ctx.now,

@@ -34,6 +34,7 @@ from sits_operator.model.analysis import (
     EventNote,
     Verdict,
 )
+from sits_operator.model.events import EventReason
 from sits_operator.model.policy import (
     CONTAINERS_RULE,
     ActionType,
@@ -79,9 +80,9 @@ def error_events(
 ) -> tuple[EventNote, ...]:
     """An event when queries start failing and one when they recover; not every period."""
     if before.error_since is None and after.error_since is not None:
-        return (warning("AnalysisError", f"SLI queries failed: {_errors(results)}"),)
+        return (warning(EventReason.ANALYSIS_ERROR, f"SLI queries failed: {_errors(results)}"),)
     if before.error_since is not None and after.error_since is None:
-        return (normal("AnalysisRecovered", "SLI queries answer again"),)
+        return (normal(EventReason.ANALYSIS_RECOVERED, "SLI queries answer again"),)
     return ()
 
 
@@ -144,7 +145,7 @@ def _on_no_data(
         return pause(ctx, state, f"paused: {reason}")
     held = hold(state, f"holding: {reason}")
     first = before.last_evaluated_at is None or before.last_evaluated_at - since < limit
-    return held.after_events((warning("NoData", reason),)) if first else held
+    return held.after_events((warning(EventReason.NO_DATA, reason),)) if first else held
 
 
 def _on_pass(ctx: Context, state: AnalysisState) -> Transition:

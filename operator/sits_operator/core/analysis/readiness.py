@@ -33,8 +33,7 @@ from sits_operator.model.analysis import (
     Verdict,
 )
 from sits_operator.model.durations import format_duration
-
-PROGRESS_DEADLINE_EXCEEDED = "ProgressDeadlineExceeded"
+from sits_operator.model.events import EventReason
 
 
 def containers_results(ctx: Context, state: AnalysisState) -> tuple[RuleResult, ...]:
@@ -70,7 +69,10 @@ def gate(ctx: Context, state: AnalysisState) -> Transition | None:
     period (`state` already carries this period's progress clock)."""
     if _past_deadline(ctx, state):
         return rollback(
-            ctx, state, _deadline_reason(ctx, state), event_reason=PROGRESS_DEADLINE_EXCEEDED
+            ctx,
+            state,
+            _deadline_reason(ctx, state),
+            event_reason=EventReason.PROGRESS_DEADLINE_EXCEEDED,
         )
     if any(ctx.plan.failure_of(name) is not None for name in ctx.plan.candidates):
         return None  # the containers rule fails: a counted period

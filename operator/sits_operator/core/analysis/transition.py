@@ -24,6 +24,7 @@ from sits_operator.model.analysis import (
     RuleSamples,
     RuleVerdict,
 )
+from sits_operator.model.events import EventReason
 from sits_operator.model.policy import Policy
 
 TERMINAL = (AnalysisPhase.SUCCEEDED, AnalysisPhase.ROLLED_BACK)
@@ -63,11 +64,11 @@ class Transition:
         return replace(self, events=(*events, *self.events))
 
 
-def warning(reason: str, message: str) -> EventNote:
+def warning(reason: EventReason, message: str) -> EventNote:
     return EventNote("Warning", reason, message)
 
 
-def normal(reason: str, message: str) -> EventNote:
+def normal(reason: EventReason, message: str) -> EventNote:
     return EventNote("Normal", reason, message)
 
 

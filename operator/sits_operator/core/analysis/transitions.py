@@ -29,12 +29,15 @@ from sits_operator.core.analysis.weights import (
     weights_for,
 )
 from sits_operator.model.analysis import AnalysisPhase, AnalysisState, DecisionAction
+from sits_operator.model.events import EventReason
 
 PROGRESSING = AnalysisPhase.PROGRESSING
 PAUSED = AnalysisPhase.PAUSED
 
 
-def restart(ctx: Context, state: AnalysisState, reason: str, event_reason: str) -> Transition:
+def restart(
+    ctx: Context, state: AnalysisState, reason: str, event_reason: EventReason
+) -> Transition:
     """A fresh analysis: counters gone, weights back to the start, acknowledgements kept.
 
     The period in which it restarts is marked evaluated and not counted: its samples were
@@ -57,7 +60,11 @@ def restart(ctx: Context, state: AnalysisState, reason: str, event_reason: str) 
 
 
 def rollback(
-    ctx: Context, state: AnalysisState, reason: str, *, event_reason: str = "RolledBack"
+    ctx: Context,
+    state: AnalysisState,
+    reason: str,
+    *,
+    event_reason: EventReason = EventReason.ROLLED_BACK,
 ) -> Transition:
     """All traffic to stable; terminal until a new revision or sits.dev/retry.
 
@@ -90,7 +97,7 @@ def succeed(ctx: Context, state: AnalysisState, reason: str) -> Transition:
         ctx.now,
         DecisionAction.PROMOTE,
         reason,
-        event=normal("Promoted", reason),
+        event=normal(EventReason.PROMOTED, reason),
         phase=AnalysisPhase.SUCCEEDED,
         weights=promotion_weights(ctx.plan),
         paused_reason="",
@@ -99,7 +106,7 @@ def succeed(ctx: Context, state: AnalysisState, reason: str) -> Transition:
     )
 
 
-def adopt(ctx: Context, state: AnalysisState, reason: str, event_reason: str) -> Transition:
+def adopt(ctx: Context, state: AnalysisState, reason: str, event_reason: EventReason) -> Transition:
     """The spec now states the terminal outcome (core/analysis/identity.py): take its key.
 
     Phase, counters and every remaining variant's weight stay; variants the spec dropped
@@ -136,14 +143,15 @@ def scale_down(ctx: Context, state: AnalysisState, names: tuple[str, ...]) -> Tr
         ctx.now,
         DecisionAction.SCALE_DOWN,
         reason,
-        event=normal("ScaledDown", reason),
+        event=normal(EventReason.SCALED_DOWN, reason),
         force=True,
     )
 
 
 def pause(ctx: Context, state: AnalysisState, reason: str, *, by_hand: bool = False) -> Transition:
     """Stop stepping until sits.dev/resume; a policy-made pause is a Warning."""
-    event = normal("Paused", reason) if by_hand else warning("Paused", reason)
+    paused = EventReason.PAUSED
+    event = normal(paused, reason) if by_hand else warning(paused, reason)
     return transition(
         state,
         ctx.now,
@@ -163,7 +171,7 @@ def resume(ctx: Context, state: AnalysisState, reason: str) -> Transition:
         ctx.now,
         DecisionAction.RESUME,
         reason,
-        event=normal("Resumed", reason),
+        event=normal(EventReason.RESUMED, reason),
         phase=PROGRESSING,
         paused_reason="",
         no_data_since=None,
@@ -191,7 +199,7 @@ def cut(ctx: Context, state: AnalysisState, rule: str, limit: int, reason: str) 
         ctx.now,
         DecisionAction.SET_WEIGHT,
         reason,
-        event=warning("WeightCut", reason),
+        event=warning(EventReason.WEIGHT_CUT, reason),
         weights=weights,
         phase=phase,
         step_index=position_for(ctx.plan, limit),
@@ -212,7 +220,7 @@ def advance(ctx: Context, state: AnalysisState, why: str) -> Transition:
         ctx.now,
         DecisionAction.STEP,
         reason,
-        event=normal("Step", reason),
+        event=normal(EventReason.STEP, reason),
         step_index=index,
         step_started_at=ctx.now,
         consecutive_passes=0,
@@ -228,7 +236,7 @@ def _promoting(ctx: Context, state: AnalysisState, why: str) -> Transition:
         ctx.now,
         DecisionAction.PROMOTE,
         reason,
-        event=normal("Promoting", reason),
+        event=normal(EventReason.PROMOTING, reason),
         phase=AnalysisPhase.PROMOTING,
         weights=promotion_weights(ctx.plan),
         step_index=len(ctx.plan.step_weights),
