@@ -36,6 +36,14 @@ fi
 trap - EXIT
 
 "$venv/python" -m pytest tests/integration -m "not live"
+# The operator suites again under the chart's namespaced install (Roles in the served
+# namespaces, `--namespace`; sits_operator_testing/rbac.py): a 403 fails them. A subset,
+# to keep `make test` under an hour: analysis end to end, the secured Prometheus and its
+# Secrets' Role, and the server-side watch selectors (one watch per namespace).
+SITS_TEST_RBAC=namespaced "$venv/python" -m pytest -m "not live" \
+  tests/integration/test_analysis.py::test_healthy_candidate_is_promoted_step_by_step \
+  tests/integration/test_analysis.py::test_prometheus_outage_freezes_then_resumes \
+  tests/integration/test_prometheus_access.py tests/integration/test_watch_scope.py
 # The live scenarios in a session of their own: the first session's host vLLM servers are
 # gone by then, so four vLLM pods, their sidecars and gateways get the memory.
 "$venv/python" -m pytest tests/integration -m live
