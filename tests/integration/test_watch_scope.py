@@ -172,15 +172,14 @@ def test_without_the_selectors_the_counter_sees_the_unrelated_pods(
     operator.stop()  # one operator at a time
     try:
         unscoped.start()
+
+        def all_counted() -> bool:  # each kind's watch delivers in its own time
+            seen = received(port).unrelated
+            return seen["pods"] >= count and seen["deployments"] >= 1 and seen["services"] >= 1
+
         wait(
-            f"{count} unrelated pods counted",
-            lambda: received(port).unrelated["pods"] >= count,
-            unscoped,
-            60,
+            f"{count} unrelated pods, a Deployment and a Service counted", all_counted, unscoped, 60
         )
-        seen = received(port)
-        assert seen.unrelated["deployments"] >= 1
-        assert seen.unrelated["services"] >= 1
     finally:
         unscoped.stop()
         operator.start()
