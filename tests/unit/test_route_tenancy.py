@@ -8,9 +8,10 @@ from typing import Any
 
 import jsonpatch  # RFC 6902 as the apiserver applies it (a dependency of Kopf's)
 import pytest
+from kubernetes_asyncio.client import ApiClient
 
 from sits_operator.adapters.kube import NoopKubeWriter
-from sits_operator.adapters.routers import GatewayAPIRouter, RouteRefusedError
+from sits_operator.adapters.routers import GatewayAPIRouter, RouteRefusedError, make_router
 from sits_operator.core.http_route import JSON_PATCH, route_weights, weight_patch
 from sits_operator.core.reference_grant import route_refusal
 from sits_operator.handlers.analysis import Analyzer
@@ -252,6 +253,17 @@ async def test_the_router_sends_a_json_patch_under_its_field_manager() -> None:
         [TEST_RV, weight_op(0, 0, 75), weight_op(0, 1, 25)],
     )
     assert kwargs == {"field_manager": "sits-operator", "_content_type": JSON_PATCH}
+
+
+async def test_the_factory_patches_under_the_operators_field_manager() -> None:
+    """SITS_FIELD_MANAGER names the route's weights' manager too, as for every child."""
+    api = ApiClient()
+    try:
+        router = make_router("gatewayAPI", api, field_manager="platform-sits")
+        assert isinstance(router, GatewayAPIRouter)
+        assert router._field_manager == "platform-sits"
+    finally:
+        await api.close()
 
 
 async def test_a_route_in_another_namespace_is_neither_read_nor_written_without_a_grant() -> None:

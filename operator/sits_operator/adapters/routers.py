@@ -202,12 +202,18 @@ class GatewayAPIRouter:
         )
 
 
-def make_router(kind: str, api_client: client.ApiClient | None) -> TrafficRouter:
-    """Factory keyed by spec.traffic.router."""
+def make_router(
+    kind: str,
+    api_client: client.ApiClient | None,
+    *,
+    field_manager: str = OperatorSettings().field_manager,
+) -> TrafficRouter:
+    """Factory keyed by spec.traffic.router; HTTPRoute patches go under `field_manager`
+    (SITS_FIELD_MANAGER, the manager of everything else the operator writes)."""
     if api_client is None:
         return NoopRouter()
     if kind == "builtin":
         return BuiltinRouter(api_client)
     if kind == "gatewayAPI":
-        return GatewayAPIRouter(api_client)
+        return GatewayAPIRouter(api_client, field_manager=field_manager)
     return NoopRouter()

@@ -10,6 +10,7 @@ carry label selectors (handlers/watching.py): the apiserver sends only the child
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 from typing import Any
@@ -22,6 +23,7 @@ from sits_operator.adapters.kube import (
     api_client_from_environment,
     make_kube_writer,
 )
+from sits_operator.adapters.routers import make_router
 from sits_operator.adapters.settings import settings_from_env
 from sits_operator.core import observe
 from sits_operator.handlers.alerts import start_alert_server
@@ -90,7 +92,13 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
             make_kube_writer(api, field_manager=operator_settings.field_manager), may_act
         ),
         settings=operator_settings,
-        analyzer=Analyzer(api, router_factory=leader_only_routers(may_act)),
+        analyzer=Analyzer(
+            api,
+            router_factory=leader_only_routers(
+                may_act,
+                functools.partial(make_router, field_manager=operator_settings.field_manager),
+            ),
+        ),
         gateway_reader=make_gateway_reader(True),
         post=leader_only_poster(post, may_act),
     )
