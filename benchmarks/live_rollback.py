@@ -27,8 +27,7 @@ from dataclasses import dataclass
 import httpx2
 from openai import OpenAI
 
-from benchmarks.real_node import _commit
-from benchmarks.results import write_section
+from benchmarks.results import commit, write_section
 from sits_live import stack, stories
 from sits_live.environment import LiveNamespace
 from sits_live.scenario import LoadThread, PhaseWatch, Traffic
@@ -159,7 +158,7 @@ def report(reactions: list[Reaction], streams: dict[str, Streams], load: float) 
     rows = [
         "## Live: rollback reaction and data-plane overhead (real node)",
         "",
-        f"Commit `{_commit()}`, 2 cores, load average {load:.1f} at the start. "
+        f"Commit `{commit()}`, 2 cores, load average {load:.1f} at the start. "
         "`python -m benchmarks.live_rollback`. The `broken` story (truncated LoRA adapter "
         "on v2: 502 for adapter requests) through two gateway pods, the operator from its "
         f"chart, Prometheus scraping every {SCRAPE_S:g} s, SITS2026 on {INTERVAL_S:g} s "

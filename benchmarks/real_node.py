@@ -15,12 +15,11 @@ import calendar
 import json
 import os
 import statistics
-import subprocess
 import time
 import uuid
 from typing import Any
 
-from benchmarks.results import write_section
+from benchmarks.results import commit, write_section
 from sits_localcluster import addons, realnode
 from sits_localcluster.cluster import LocalCluster
 from sits_localcluster.images.specs import VLLM_VERSION
@@ -31,12 +30,6 @@ from sits_operator.model.spec import ObjectRef, parse_spec
 from sits_vllm.model import ensure_tiny_model
 
 INFERENCE_IMAGE = "sits.local/sits-inference:0.1.0"
-
-
-def _commit() -> str:
-    out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    dirty = subprocess.run(["git", "status", "--porcelain"], capture_output=True, text=True)
-    return out.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
 def warm_starts(cluster: LocalCluster, runs: int) -> list[float]:
@@ -161,7 +154,7 @@ def main() -> None:
         [
             "## Real node: warm start and vLLM pod start-up",
             "",
-            f"Commit `{_commit()}`, 2 cores, load average {load:.1f} at the start. "
+            f"Commit `{commit()}`, 2 cores, load average {load:.1f} at the start. "
             "`python -m benchmarks.real_node`. Warm start: `down` of the node (every "
             "container, mount, chain and the bridge removed) then `up` with the images "
             "already in containerd, up to CoreDNS Ready. vLLM pod: the operator's rendering "

@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
+
+
+def commit() -> str:
+    """The checkout's short commit, `+dirty` when files differ from it: every figure in
+    docs/benchmarks.md says which code produced it."""
+    head = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10
+    )
+    dirty = subprocess.run(["git", "status", "--porcelain"], capture_output=True, text=True)
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
 def write_section(section: str, results: Path = RESULTS) -> None:

@@ -224,15 +224,6 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def bytes_read(pid: int) -> int:
-    """Bytes the process has read through read(2) and friends, sockets included (rchar):
-    its traffic from the apiserver, beside small file reads."""
-    for line in Path(f"/proc/{pid}/io").read_text().splitlines():
-        if line.startswith("rchar:"):
-            return int(line.split()[1])
-    return 0
-
-
 async def _delete_pods(kubeconfig: Path, namespace: str) -> None:
     configuration = client.Configuration()
     await config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
