@@ -63,14 +63,26 @@ def test_crd_cel_product_table_equals_table(variant_schema: dict[str, Any]) -> N
         ("2g.20gb", 20),
         ("3g.40gb", 40),
         ("7g.80gb", 80),
-        ("1g.18gb", 18),
-        ("2g.35gb", 35),
-        ("3g.71gb", 71),
-        ("7g.141gb", 141),
+        # H200: what its driver gives a slice (nvidia-smi mig -lgip), not the name's figure.
+        ("1g.18gb", 16),
+        ("1g.18gb+me", 16),
+        ("1g.35gb", 32.5),
+        ("2g.35gb", 32.5),
+        ("3g.71gb", 69.75),
+        ("4g.71gb", 69.75),
+        ("7g.141gb", 140),
     ],
 )
-def test_profile_memory_bytes(profile: str, gib: int) -> None:
+def test_profile_memory_bytes(profile: str, gib: float) -> None:
     assert mig.profile_memory_bytes(profile) == gib * GIB
+
+
+def test_no_slice_is_sized_above_what_its_name_says() -> None:
+    """The names round up: a measured slice is never larger than its nominal size, and an
+    H200's smallest slice leaves room for 0.9 of it (the operator's memory utilization)."""
+    for profile, mib in mig.SLICE_MIB.items():
+        assert mib * 2**20 <= int(profile.split(".")[1].removesuffix("gb")) * GIB, profile
+    assert 0.9 * mig.profile_memory_bytes("1g.18gb") < 16 * GIB
 
 
 @pytest.mark.parametrize("profile", sorted(mig.ALL_PROFILES))

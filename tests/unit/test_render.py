@@ -148,7 +148,9 @@ def test_vllm_args(
         ("1g.10gb", None, int(10 * GiB * 0.4)),
         ("3g.40gb", None, int(40 * GiB * 0.4)),
         ("7g.80gb", "16Gi", int(80 * GiB * 0.9) - 16 * GiB),
-        ("2g.35gb", "20G", int(35 * GiB * 0.9) - 20 * 10**9),
+        # H200: the driver's 32.5 GiB, not the name's 35.
+        ("2g.35gb", "20G", int(32.5 * GiB * 0.9) - 20 * 10**9),
+        ("1g.18gb", "3.5Gi", int(16 * GiB * 0.9) - int(3.5 * GiB)),
     ],
 )
 def test_kv_cache_is_sized_to_the_mig_slice(

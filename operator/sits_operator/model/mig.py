@@ -5,10 +5,13 @@ the same profile names (memory scales with the card); H200 (141 GB) has its own.
 the values of the node label ``nvidia.com/gpu.product`` that the GPU feature discovery sets,
 and the same strings are the ``gpuProduct`` enum of the SitsDeployment CRD.
 
-Memory is the nominal figure in the profile name times 2**30: the operator uses it to size the
-KV cache (slice memory minus model weights), where being a few percent generous is harmless
-because vLLM's own ``--gpu-memory-utilization`` headroom absorbs it. ``+me`` profiles (media
-extensions: NVDEC/JPEG/OFA) have exactly the memory of their base profile.
+Memory sizes the KV cache (slice memory minus model weights), so it must not be more than the
+slice has. The profile names round up: on an H200 the driver gives ``1g.18gb`` 16 GiB, not 18,
+and 0.9 x 18 GiB would ask vLLM for more memory than the slice holds. Where the driver's own
+figure is known (:data:`SLICE_MIB`, read with ``nvidia-smi mig -lgip``) it is used; elsewhere
+the nominal figure in the name times 2**30, which on A100/H100 80GB overstates by about 2.5 %
+(``2g.20gb`` is 19,968 MiB), within vLLM's ``--gpu-memory-utilization`` headroom. ``+me``
+profiles (media extensions: NVDEC/JPEG/OFA) have exactly the memory of their base profile.
 
 This module is part of ``model``: pure data and functions, no I/O. The CRD's ``migProfile``
 enum must equal :data:`ALL_PROFILES` (``tests/unit/test_mig.py`` checks it).
@@ -43,6 +46,20 @@ PRODUCT_PROFILES: Final[Mapping[str, tuple[str, ...]]] = MappingProxyType(
 )
 """GPU product (``nvidia.com/gpu.product``) -> its MIG profiles, in NVIDIA's order."""
 
+#: Memory of one slice as the driver reports it (`nvidia-smi mig -lgip`, GiB x 1024), by
+#: base profile. H200: read on an NVIDIA H200 (143,771 MiB, driver 580.159.04) on
+#: 2026-12-04 with scripts/device/gpu_facts.py; its seven profiles matched the table above.
+SLICE_MIB: Final[Mapping[str, int]] = MappingProxyType(
+    {
+        "1g.18gb": 16 * 1024,
+        "1g.35gb": 32 * 1024 + 512,
+        "2g.35gb": 32 * 1024 + 512,
+        "3g.71gb": 69 * 1024 + 768,
+        "4g.71gb": 69 * 1024 + 768,
+        "7g.141gb": 140 * 1024,
+    }
+)
+
 GPU_PRODUCTS: Final[tuple[str, ...]] = tuple(PRODUCT_PROFILES)
 
 ALL_PROFILES: Final[frozenset[str]] = frozenset(
@@ -61,11 +78,14 @@ def _parse(profile: str) -> re.Match[str]:
 
 
 def profile_memory_bytes(profile: str) -> int:
-    """Memory of one slice of ``profile`` in bytes (nominal GB x 2**30; ``+me`` = its base).
+    """Memory of one slice of ``profile`` in bytes: the driver's figure where known
+    (:data:`SLICE_MIB`), else nominal GB x 2**30; ``+me`` = its base.
 
     Raises ``ValueError`` for a profile no supported product offers.
     """
-    return int(_parse(profile)["gb"]) * _GIB
+    match = _parse(profile)
+    known = SLICE_MIB.get(profile.removesuffix("+me"))
+    return known * 2**20 if known is not None else int(match["gb"]) * _GIB
 
 
 def profile_compute_slices(profile: str) -> int:
