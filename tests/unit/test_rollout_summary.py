@@ -329,9 +329,24 @@ FEW = (
             (
                 False,
                 "MetricsError",
-                "SLI queries fail: success-rate: ConnectionError: refused; rollout frozen",
+                "SLI queries fail: ConnectionError: refused (success-rate); rollout frozen",
             ),
             id="error-quotes-the-failure",
+        ),
+        pytest.param(
+            decision(verdict(CANARY, Verdict.ERROR)),
+            (
+                RuleSamples("success-rate", error="HTTP 401"),
+                RuleSamples("latency-p95", error="HTTP 401"),
+                RuleSamples("ttft", error="timeout"),
+            ),
+            (
+                False,
+                "MetricsError",
+                "SLI queries fail: HTTP 401 (success-rate, latency-p95); timeout (ttft);"
+                " rollout frozen",
+            ),
+            id="one-error-of-several-rules-is-said-once",
         ),
         pytest.param(
             decision(events=(EventNote("Normal", EventReason.RETRY, "analysis restarted"),)),

@@ -189,7 +189,13 @@ def analysis_condition(
 
 
 def query_errors(observations: Iterable[RuleSamples]) -> str:
-    return "; ".join(f"{o.rule}: {o.error}" for o in observations if o.error is not None)
+    """Each distinct error once, with the rules it failed: one unreachable or misconfigured
+    Prometheus fails every rule alike, and the condition should say it once."""
+    rules: dict[str, list[str]] = {}
+    for o in observations:
+        if o.error is not None:
+            rules.setdefault(o.error, []).append(o.rule)
+    return "; ".join(f"{error} ({', '.join(names)})" for error, names in rules.items())
 
 
 def waiting_for_data(
