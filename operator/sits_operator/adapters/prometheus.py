@@ -145,21 +145,23 @@ _HTTP_STATUS = re.compile(r"HTTP Status Code (\d{3}) \((.*)\)$", re.S)
 
 def describe_error(exc: BaseException, access: Access) -> str:
     """A status-sized message: what failed, why, and which policy field to check."""
-    where = f" (SitsPolicy {access.policy} spec.prometheus" if access.policy else " ("
+
+    def hint(fields: str) -> str:
+        return f" (SitsPolicy {access.policy} spec.prometheus.{fields})" if access.policy else ""
+
     if isinstance(exc, requests.exceptions.SSLError):
         found = _SSL_REASON.search(str(exc))
         reason = found.group(1).strip().rstrip(".") if found else str(exc)[:160]
-        hint = f"{where}.tls)" if access.policy else ""
-        return f"TLS with {access.url} failed: {reason}{hint}"
+        return f"TLS with {access.url} failed: {reason}{hint('tls')}"
     if isinstance(exc, requests.exceptions.Timeout | TimeoutError):
         return f"{access.url} did not answer within {access.timeout_seconds:g} s"
     if isinstance(exc, requests.exceptions.ConnectionError):
         return f"cannot connect to {access.url}: {str(exc)[-160:]}"
     status = _HTTP_STATUS.search(str(exc))
     if status is not None and status.group(1) in ("401", "403"):
-        hint = f"{where}.basicAuth or bearerTokenSecretRef)" if access.policy else ""
         name = "Unauthorized" if status.group(1) == "401" else "Forbidden"
-        return f"{access.url} refused the credentials (HTTP {status.group(1)} {name}){hint}"
+        fields = hint("basicAuth or bearerTokenSecretRef")
+        return f"{access.url} refused the credentials (HTTP {status.group(1)} {name}){fields}"
     if status is not None:
         return f"{access.url} answered HTTP {status.group(1)}: {status.group(2)[:200]}"
     return f"{type(exc).__name__}: {exc}"[:300]

@@ -5,9 +5,8 @@ scoped), never a SitsDeployment's: the operator only reads Secrets a policy name
 its own namespace (the chart grants `get` on those names there and nothing else), so a
 SitsDeployment author cannot have a Secret of theirs sent to a server they choose.
 
-Secrets are cached for SECRET_TTL_SECONDS, and forgotten at once when Prometheus answers
-401 or 403, so a rotated token or password is picked up within one analysis period of the
-rotation, without a watch on Secrets.
+Secrets are cached for SECRET_TTL_SECONDS, then read again, so a rotated token or password
+is picked up within that time and one analysis period, without a watch on Secrets.
 """
 
 from __future__ import annotations
@@ -79,10 +78,6 @@ class SecretCache:
         self._entries[name] = (self.clock(), data)
         return data
 
-    def forget(self, names: tuple[str, ...]) -> None:
-        for name in names:
-            self._entries.pop(name, None)
-
 
 @dataclass(frozen=True)
 class Access:
@@ -98,7 +93,6 @@ class Access:
     server_name: str | None = None
     insecure_skip_verify: bool = False
     timeout_seconds: float = 5.0
-    secret_names: tuple[str, ...] = ()
 
     @property
     def fingerprint(self) -> str:
@@ -168,5 +162,4 @@ async def resolve(endpoint: PrometheusEndpoint, policy: str, secrets: SecretCach
         server_name=tls.server_name,
         insecure_skip_verify=tls.insecure_skip_verify,
         timeout_seconds=endpoint.timeout_seconds,
-        secret_names=endpoint.secret_names,
     )
