@@ -22,6 +22,9 @@ PLACEHOLDERS = {
     "namespace": "$namespace",
     "deployment": "$sits_deployment",
     "source": "$source",
+    # Batched templates (policies/sits2026.yaml): the panel shows one deployment.
+    "by": "variant",
+    "deployment_regex": "$sits_deployment",
 }
 
 

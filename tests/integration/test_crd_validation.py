@@ -429,9 +429,10 @@ def test_sits2026_encodes_the_design(local_cluster: Any, crds_installed: object)
 
     for rule in rules.values():
         query = rule["query"]
-        for placeholder in ("{{namespace}}", "{{deployment}}", "{{window}}"):
+        for placeholder in ("{{namespace}}", "{{deployment_regex}}", "{{window}}"):
             assert placeholder in query
-        assert "by (variant" in query, "one query returns every variant"
+        # one query returns every variant, of every SitsDeployment of a namespace (batched)
+        assert "by ({{by}}" in query
         assert "{{variant}}" not in query
 
 

@@ -15,6 +15,13 @@ in the SitsDeployment's status.
 Queries select one ``source`` of the request metrics (``{{source}}`` in a policy's
 template, and the minimum-traffic count): the gateway and the sidecars export the same
 requests, and their sum would count each one twice.
+
+A template that groups by ``{{by}}`` and selects the deployment with
+``sits_deployment=~"{{deployment_regex}}"`` is batched: rendered for a whole namespace
+(``sum by (sits_deployment, variant)``, any deployment), sent once and shared by every
+deployment of the namespace that asks within a short staleness bound
+(adapters/prometheus_batch.py); its request counts are batched the same way. Any other
+template is sent per deployment, exactly as before batching existed.
 """
 
 from __future__ import annotations
@@ -25,6 +32,8 @@ import math
 import re
 import shutil
 import tempfile
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -37,6 +46,7 @@ from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
 from sits_operator.adapters.prometheus_access import Access
+from sits_operator.adapters.prometheus_batch import SharedQueries
 from sits_operator.model.analysis import RuleSamples, Sample
 from sits_operator.model.durations import format_duration
 from sits_operator.model.policy import Rule
@@ -48,6 +58,15 @@ REQUESTS_QUERY = (
     'sum by (variant) (increase(sits_requests_total{{namespace="{namespace}",'
     'sits_deployment="{deployment}",source="{source}"}}[{window}]))'
 )
+# The same count for every deployment of a namespace, for batched rules.
+BATCHED_REQUESTS_QUERY = (
+    'sum by (sits_deployment, variant) (increase(sits_requests_total{{namespace="{namespace}",'
+    'source="{source}"}}[{window}]))'
+)
+BATCH_LABELS = "sits_deployment, variant"
+# A deployment's values by variant, for every deployment in a batched answer.
+Indexed = dict[str, dict[str, float]]
+QueryCounter = Callable[[str, bool], None]
 
 
 @dataclass(frozen=True)
@@ -58,6 +77,8 @@ class Target:
     deployment: str
     variants: tuple[str, ...]
     source: MetricSource = MetricSource.GATEWAY
+    # How old a batched answer shared with other deployments may be, in seconds.
+    max_age: float = 0.0
 
 
 class MetricsProvider(Protocol):
@@ -65,14 +86,37 @@ class MetricsProvider(Protocol):
         """The rule's value and request count per variant, or an error."""
 
 
-def render_query(template: str, target: Target, window_seconds: float, variant: str = "") -> str:
-    """Fill the policy's placeholders; values are label values, quotes are escaped."""
+def batchable(template: str) -> bool:
+    """Whether the template may answer for many deployments at once: it groups by
+    ``{{by}}`` and does not select one variant per query."""
+    return "{{by}}" in template and "{{variant}}" not in template
+
+
+def _regex_literal(value: str) -> str:
+    """A regex matching exactly `value`, its backslashes doubled for a PromQL string."""
+    return re.escape(value).replace("\\", "\\\\")
+
+
+def render_query(
+    template: str,
+    target: Target,
+    window_seconds: float,
+    variant: str = "",
+    *,
+    batched: bool = False,
+) -> str:
+    """Fill the policy's placeholders; values are label values, quotes are escaped.
+
+    Batched, ``{{by}}`` groups by deployment too and ``{{deployment_regex}}`` matches any
+    deployment; else they are ``variant`` and this deployment's name as a regex."""
     values = {
         "namespace": target.namespace,
         "deployment": target.deployment,
         "variant": variant,
         "source": target.source.value,
         "window": format_duration(window_seconds),
+        "by": BATCH_LABELS if batched else "variant",
+        "deployment_regex": ".+" if batched else _regex_literal(target.deployment),
     }
     query = template
     for key, value in values.items():
@@ -80,17 +124,32 @@ def render_query(template: str, target: Target, window_seconds: float, variant: 
     return query
 
 
+def _value(series: dict[str, Any]) -> float:
+    try:
+        return float(series["value"][1])
+    except (KeyError, IndexError, TypeError, ValueError):
+        return math.nan
+
+
 def _by_variant(result: list[dict[str, Any]]) -> dict[str, float]:
     values: dict[str, float] = {}
     for series in result:
         variant = series.get("metric", {}).get("variant")
-        if variant is None:
-            continue
-        try:
-            values[str(variant)] = float(series["value"][1])
-        except (KeyError, IndexError, TypeError, ValueError):
-            values[str(variant)] = math.nan
+        if variant is not None:
+            values[str(variant)] = _value(series)
     return values
+
+
+def by_deployment(result: list[dict[str, Any]]) -> Indexed:
+    """A batched answer indexed once: deployment -> variant -> value (series without
+    either label are not any deployment's)."""
+    index: Indexed = {}
+    for series in result:
+        labels = series.get("metric", {})
+        deployment, variant = labels.get("sits_deployment"), labels.get("variant")
+        if deployment is not None and variant is not None:
+            index.setdefault(str(deployment), {})[str(variant)] = _value(series)
+    return index
 
 
 class _ServerNameAdapter(HTTPAdapter):
@@ -170,11 +229,20 @@ def describe_error(exc: BaseException, access: Access) -> str:
 class PrometheusProvider:
     """Real provider on prometheus-api-client, for one Access (or a plain URL)."""
 
-    def __init__(self, access: Access | str, *, timeout: float | None = None) -> None:
+    def __init__(
+        self,
+        access: Access | str,
+        *,
+        timeout: float | None = None,
+        on_query: QueryCounter | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         if isinstance(access, str):
             access = Access(url=access, policy="")
         self.access = access
         self._timeout = access.timeout_seconds if timeout is None else timeout
+        self._on_query = on_query
+        self._shared: SharedQueries[Indexed] = SharedQueries(self._send_batched, clock)
         # Only for certificates: mode 0700, removed by close().
         self.credentials_dir: Path | None = None
         if access.ca_pem is not None or access.client_pem is not None:
@@ -195,13 +263,29 @@ class PrometheusProvider:
         if self.credentials_dir is not None:
             shutil.rmtree(self.credentials_dir, ignore_errors=True)
 
-    async def _query(self, query: str) -> dict[str, float]:
-        result = await asyncio.wait_for(
+    async def _send(self, query: str, *, batched: bool) -> list[dict[str, Any]]:
+        if self._on_query is not None:
+            self._on_query(self.access.policy, batched)
+        result: list[dict[str, Any]] = await asyncio.wait_for(
             asyncio.to_thread(self._client.custom_query, query), timeout=self._timeout + 1
         )
-        return _by_variant(result)
+        return result
+
+    async def _send_batched(self, query: str) -> Indexed:
+        return by_deployment(await self._send(query, batched=True))
+
+    async def _query(self, query: str) -> dict[str, float]:
+        return _by_variant(await self._send(query, batched=False))
+
+    async def _shared_query(self, query: str, target: Target) -> dict[str, float]:
+        """This deployment's share of a batched answer (none: no data, as unbatched)."""
+        answer = await self._shared.answer(query, target.max_age)
+        return answer.get(target.deployment, {})
 
     async def _values(self, rule: Rule, target: Target) -> dict[str, float]:
+        if batchable(rule.query):
+            query = render_query(rule.query, target, rule.window_seconds, batched=True)
+            return await self._shared_query(query, target)
         if "{{variant}}" not in rule.query:
             return await self._query(render_query(rule.query, target, rule.window_seconds))
         values: dict[str, float] = {}
@@ -211,16 +295,21 @@ class PrometheusProvider:
             values[variant] = next(iter(found.values()), math.nan)
         return values
 
+    async def _counts(self, rule: Rule, target: Target) -> dict[str, float]:
+        """Requests per variant in the rule's window, batched when the rule is."""
+        fields = {
+            "namespace": target.namespace,
+            "source": target.source.value,
+            "window": format_duration(rule.window_seconds),
+        }
+        if batchable(rule.query):
+            return await self._shared_query(BATCHED_REQUESTS_QUERY.format(**fields), target)
+        return await self._query(REQUESTS_QUERY.format(deployment=target.deployment, **fields))
+
     async def samples(self, rule: Rule, target: Target) -> RuleSamples:
-        count_query = REQUESTS_QUERY.format(
-            namespace=target.namespace,
-            deployment=target.deployment,
-            source=target.source.value,
-            window=format_duration(rule.window_seconds),
-        )
         try:
             values = await self._values(rule, target)
-            counts = await self._query(count_query)
+            counts = await self._counts(rule, target)
         except (requests.RequestException, PrometheusApiClientException, TimeoutError) as exc:
             return RuleSamples(rule=rule.name, error=describe_error(exc, self.access))
         samples = {
@@ -249,5 +338,5 @@ class NoopProvider:
         return RuleSamples(rule=rule.name)
 
 
-def make_provider(access: Access) -> MetricsProvider:
-    return PrometheusProvider(access) if access.url else NoopProvider()
+def make_provider(access: Access, on_query: QueryCounter | None = None) -> MetricsProvider:
+    return PrometheusProvider(access, on_query=on_query) if access.url else NoopProvider()

@@ -43,6 +43,9 @@ from sits_operator.model.policy import Policy, parse_policy
 from sits_operator.model.spec import ObjectRef, SitsDeploymentSpec
 
 ProviderFactory = Callable[[Access], MetricsProvider]
+# A batched answer shared by the rollouts of a namespace is never older than this, nor
+# than a tenth of the policy's interval, when a decision is taken on it.
+MAX_SHARED_AGE_SECONDS = 2.0
 RouterFactory = Callable[[str, ApiClient | None], TrafficRouter]
 
 
@@ -70,6 +73,16 @@ class Evaluation:
     observations: tuple[RuleSamples, ...]
 
 
+def shared_max_age(interval_seconds: float) -> float:
+    """How old a batched answer may be: small against the period it decides."""
+    return min(MAX_SHARED_AGE_SECONDS, interval_seconds / 10)
+
+
+def counted_provider(access: Access) -> MetricsProvider:
+    """The policy's client, counting each query it sends (sits_operator_prometheus_queries)."""
+    return make_provider(access, on_query=metrics.count_query)
+
+
 async def _no_secrets(namespace: str, name: str) -> Mapping[str, str]:
     raise AccessError(f"no Kubernetes API to read Secret {namespace}/{name} from")
 
@@ -77,7 +90,7 @@ async def _no_secrets(namespace: str, name: str) -> Mapping[str, str]:
 @dataclass
 class Analyzer:
     api: ApiClient | None
-    provider_factory: ProviderFactory = make_provider
+    provider_factory: ProviderFactory = counted_provider
     router_factory: RouterFactory = make_router
     clock: Callable[[], float] = time.time
     secrets: SecretCache | None = None
@@ -131,7 +144,8 @@ class Analyzer:
             observed_weights = {}
         provider = await self.provider_for(policy)
         variants = tuple(v.name for v in spec.variants)
-        target = Target(owner.namespace, owner.name, variants, metric_source(spec))
+        max_age = shared_max_age(policy.interval_seconds)
+        target = Target(owner.namespace, owner.name, variants, metric_source(spec), max_age)
         observations = await asyncio.gather(*(provider.samples(r, target) for r in policy.rules))
         for samples in observations:
             if samples.error is not None:

@@ -61,6 +61,33 @@ EVALUATION_SECONDS = Histogram(
 PROMETHEUS_ERRORS = Counter(
     "sits_operator_prometheus_errors_total", "Rule queries that failed (Error verdicts)."
 )
+# Queries per period = the increase over one interval. Batched queries answer for every
+# SitsDeployment of a namespace (adapters/prometheus_batch.py), so their rate does not grow
+# with the number of SitsDeployments; unbatched ones (templates without {{by}}) do.
+PROMETHEUS_QUERIES = Counter(
+    "sits_operator_prometheus_queries_total",
+    "Queries sent to a SitsPolicy's Prometheus, by policy and whether batched.",
+    ["policy", "batched"],
+)
+EVALUATION_LAG = Histogram(
+    "sits_operator_evaluation_lag_seconds",
+    "Seconds from an analysis period being due (just after its boundary) to the end of the "
+    "pass that decided it (weights set, status written).",
+    buckets=(0.05, 0.1, 0.25, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 30),
+)
+
+
+def observe_lag(due_at: float, now: float) -> None:
+    """Record a period's lag; due_at 0 is a loop's first pass (no period was due)."""
+    if due_at > 0:
+        EVALUATION_LAG.observe(max(now - due_at, 0.0))
+
+
+def count_query(policy: str, batched: bool) -> None:
+    """The Prometheus adapter's hook for every query it sends."""
+    PROMETHEUS_QUERIES.labels(policy, "true" if batched else "false").inc()
+
+
 # Leader election (handlers/leadership.py): 1 while this process may act, 0 while it
 # follows; every change of its role, by the role it changed to.
 LEADER = Gauge("sits_operator_leader", "1 while this operator process is the leader, else 0.")

@@ -37,7 +37,7 @@ from sits_operator.handlers.leadership import (
     leader_only_routers,
     start_leadership,
 )
-from sits_operator.handlers.metrics import WATCH_EVENTS
+from sits_operator.handlers.metrics import WATCH_EVENTS, observe_lag
 from sits_operator.handlers.notifications import notifying_poster, start_notifier
 from sits_operator.handlers.reconcile import Reconciler, post_event
 from sits_operator.handlers.wakeups import Wakeups
@@ -268,6 +268,7 @@ async def reconcile_loop(
                 )
                 if next_in is not None:
                     if now >= analysis_due_at:
+                        observe_lag(analysis_due_at, loop_time())
                         analysis_due_at = now + next_in
                     delay = min(delay, max(analysis_due_at - loop_time(), 0.05))
                 recheck = reconciler.recheck_in(namespace, name)
