@@ -141,10 +141,13 @@ def running_operator(
     *,
     namespaces: tuple[str, ...] | None = None,
     extra_env: dict[str, str] | None = None,
+    extra_args: tuple[str, ...] = (),
 ) -> Iterator[OperatorProcess]:
     """An operator process for a test module; afterwards, no 403 in any of its logs (the
     chart's RBAC, in the session's mode, must grant every verb the operator used)."""
-    proc = OperatorProcess(kubeconfig, log_dir, namespaces=namespaces, extra_env=extra_env)
+    proc = OperatorProcess(
+        kubeconfig, log_dir, namespaces=namespaces, extra_env=extra_env, extra_args=extra_args
+    )
     proc.start()
     try:
         yield proc
