@@ -306,7 +306,7 @@ def write_results(result: dict[str, Any]) -> None:
         for r in result["rows"]
     )
     section = (
-        "## Analysis scale: 1,000 SitsDeployments under SITS2026 (issue 18)\n\n"
+        "## Analysis scale: SitsDeployments under SITS2026 analysis (issue 18)\n\n"
         f"Command: `python -m benchmarks.analysis_scale`, commit {result['commit']}, on the"
         " local cluster (real kube-apiserver, scheduler, controller-manager, kwok nodes), 2"
         " cores shared with other work. SitsDeployments spread over 4 namespaces, each a canary"
