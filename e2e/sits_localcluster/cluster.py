@@ -370,6 +370,20 @@ class LocalCluster:
             shutil.rmtree(self.state_dir)
             self.progress(f"removed {self.state_dir}")
 
+    def stop_component(self, name: str) -> None:
+        """Stop one control-plane process and keep its data (fault tests: etcd stopped
+        mid-rollout); `start_component` brings it back on the same state."""
+        with self._locked():
+            self._stop_components([c for c in self._control_plane() if c.name == name])
+
+    def start_component(self, name: str, timeout: float = COMPONENT_TIMEOUT) -> None:
+        """Start one control-plane process again (same flags, ports and data directory)
+        and wait until its health endpoint answers."""
+        with self._locked():
+            self._bin_dir = self._bin_dir or ensure_binaries(self.progress)
+            comps = all_components(self._layout(self._bin_dir))
+            self._start_and_wait([c for c in comps if c.name == name], timeout)
+
     def _stop_components(self, comps: list[Component]) -> None:
         for comp in reversed(comps):
             record = self._read_record(comp.name)

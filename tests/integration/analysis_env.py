@@ -1,12 +1,15 @@
-"""Shared pieces of the analysis scenarios: status polling and a crash-looping pod's status.
+"""Shared pieces of the analysis scenarios: status polling, a crash-looping pod's status,
+and the checks that no decision was taken twice or lost (leader election, faults).
 
 The fast SITS2026 policy and the deployment are sits_operator_testing.manifests (the
 benchmarks use them too)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -86,3 +89,67 @@ class Watcher:
     def history(self) -> list[tuple[str, dict[str, int]]]:
         entries = self.status().get("analysis", {}).get("history", [])
         return [(h["action"], h["weights"]) for h in entries]
+
+
+def history(status: dict[str, Any]) -> list[dict[str, Any]]:
+    return list((status.get("analysis") or {}).get("history") or [])
+
+
+def assert_nothing_counted_twice(watch: Watcher, final: dict[str, Any]) -> None:
+    """No decision twice in the history; no period counted twice (each period has one set
+    of counters; two steps are at least the policy's two passing periods apart). A decision
+    is its action, weights and reason: "promoting" and "promoted" are two promote entries
+    at the same weights, a step repeated by a second writer would repeat its reason."""
+    entries = history(final)
+    decisions = [
+        (h["action"], json.dumps(h["weights"], sort_keys=True), h["reason"]) for h in entries
+    ]
+    assert len(decisions) == len(set(decisions)), entries
+    steps = [h["at"] for h in entries if h["action"] == "step"]
+    gaps = [later - earlier for earlier, later in itertools.pairwise(steps)]
+    assert all(gap >= 6.0 for gap in gaps), f"a step after one 4 s period: {gaps}"
+    # A manual command (sits.dev/resume: a clean slate) changes the counters without
+    # counting a period: a period's counters are those after the same commands.
+    seen: dict[tuple[int, str], tuple[int, int]] = {}
+    for snapshot in watch.snapshots:
+        state = dict(snapshot.get("analysis") or {})
+        if state.get("lastPeriod") is None or snapshot.get("phase") != "Progressing":
+            continue
+        counters = (state["consecutivePasses"], state["stepIndex"])
+        key = (state["lastPeriod"], json.dumps(state.get("acknowledged") or {}, sort_keys=True))
+        first = seen.setdefault(key, counters)
+        assert first == counters, (
+            f"period {key[0]} counted twice: (passes, step) {first} then {counters}; "
+            f"history {history(final)}"
+        )
+
+
+#: The events that announce a decision (core/analysis/transitions.py): each says its
+#: reason, which names the step, so one decision taken twice posts the same words twice.
+DECISION_EVENTS = frozenset(
+    {"AnalysisStarted", "Step", "Promoting", "Promoted", "RolledBack", "Paused", "Resumed"}
+)
+
+
+def announcements(events: list[dict[str, Any]]) -> Counter[tuple[str, str]]:
+    """How often each decision event (reason, message) was posted; an Event whose count
+    a client raised (aggregated repeats) counts that many times."""
+    said: Counter[tuple[str, str]] = Counter()
+    for event in events:
+        if event["reason"] in DECISION_EVENTS:
+            said[(event["reason"], event["message"])] += int(event.get("count") or 1)
+    return said
+
+
+def assert_each_decision_announced_once(
+    events: list[dict[str, Any]], final: dict[str, Any]
+) -> None:
+    """Every decision event once (none repeated, e.g. after a failed status write), and
+    every step, promotion and rollback the history records announced (none lost)."""
+    said = announcements(events)
+    repeated = {key: n for key, n in said.items() if n > 1}
+    assert not repeated, f"decisions announced more than once: {repeated}"
+    decided = ("step", "promote", "rollback", "pause", "resume")
+    recorded = {h["reason"] for h in history(final) if h["action"] in decided}
+    missing = recorded - {message for _, message in said}
+    assert not missing, f"decisions never announced: {missing}"

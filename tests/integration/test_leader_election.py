@@ -10,7 +10,6 @@ the lease expires; SIGCONT: the old leader steps down and writes nothing afterwa
 
 from __future__ import annotations
 
-import itertools
 import json
 import signal
 import time
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.integration.analysis_env import Watcher
+from tests.integration.analysis_env import Watcher, assert_nothing_counted_twice
 from tests.integration.conftest import CHART, OPERATOR_NAMESPACE, RELEASE
 from tests.integration.test_analysis import capacity  # noqa: F401  (the same room for pods)
 
@@ -193,32 +192,6 @@ def pair(
             candidate.proc.stop()
     for candidate in (a, b):
         assert candidate.proc.forbidden() == [], "the chart's Role lacks a verb the election used"
-
-
-def history(status: dict[str, Any]) -> list[dict[str, Any]]:
-    return list((status.get("analysis") or {}).get("history") or [])
-
-
-def assert_nothing_counted_twice(watch: Watcher, final: dict[str, Any]) -> None:
-    """No decision twice in the history; no period counted twice (each period has one set
-    of counters; two steps are at least the policy's two passing periods apart). A decision
-    is its action, weights and reason: "promoting" and "promoted" are two promote entries
-    at the same weights, a step repeated by a second writer would repeat its reason."""
-    entries = history(final)
-    decisions = [
-        (h["action"], json.dumps(h["weights"], sort_keys=True), h["reason"]) for h in entries
-    ]
-    assert len(decisions) == len(set(decisions)), entries
-    steps = [h["at"] for h in entries if h["action"] == "step"]
-    gaps = [later - earlier for earlier, later in itertools.pairwise(steps)]
-    assert all(gap >= 6.0 for gap in gaps), f"a step after one 4 s period: {gaps}"
-    seen: dict[int, tuple[int, int]] = {}
-    for snapshot in watch.snapshots:
-        state = dict(snapshot.get("analysis") or {})
-        if state.get("lastPeriod") is None or snapshot.get("phase") != "Progressing":
-            continue
-        counters = (state["consecutivePasses"], state["stepIndex"])
-        assert seen.setdefault(state["lastPeriod"], counters) == counters
 
 
 def test_only_the_leader_writes(

@@ -6,9 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
-from sits_operator.adapters.kube import NoopKubeWriter
+from sits_operator.adapters.kube import KubeApiError, NoopKubeWriter
 from sits_operator.adapters.prometheus import Target
 from sits_operator.handlers.analysis import Analyzer
 from sits_operator.handlers.reconcile import Reconciler
@@ -172,3 +173,31 @@ async def test_a_rolled_back_candidate_scales_to_zero() -> None:
     await op.run(after=0.1, analyze=False)
     assert op.applied()["Deployment/chat-v2"]["spec"]["replicas"] == 0
     assert op.weights() == {"v1": 100, "v2": 0}
+
+
+class RefusingStatusWriter(NoopKubeWriter):
+    """The apiserver refuses status writes (429) while `refusing`."""
+
+    refusing = False
+
+    async def patch_status(self, *, namespace: str, name: str, status: dict[str, Any]) -> None:
+        if self.refusing:
+            raise KubeApiError(status=429, reason="Too Many Requests")
+        await super().patch_status(namespace=namespace, name=name, status=status)
+
+
+async def test_a_decision_whose_status_write_is_refused_is_announced_once_written() -> None:
+    """A refused write leaves the decision untaken: the next pass takes it again, so
+    announcing it before the write would say it twice (issue 18, control-plane faults)."""
+    op = Operator(V1, V2)
+    writer = op.reconciler.writer = op.writer = RefusingStatusWriter()
+    await op.run()
+    op.annotations["sits.dev/promote"] = "1"
+    writer.refusing = True
+    with pytest.raises(KubeApiError):
+        await op.run(after=1)
+    assert "Promoted" not in op.reasons()
+    writer.refusing = False
+    await op.run(after=5)
+    assert op.reasons().count("Promoted") == 1
+    assert op.status["analysis"]["phase"] == "Succeeded"

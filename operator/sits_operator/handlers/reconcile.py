@@ -39,7 +39,7 @@ from sits_operator.core.validation import semantic_problems
 from sits_operator.handlers import metrics
 from sits_operator.handlers.analysis import Analyzer, commands_from, policy_from_index
 from sits_operator.handlers.metrics import ReconcileResult
-from sits_operator.model.analysis import AnalysisState
+from sits_operator.model.analysis import AnalysisState, EventNote
 from sits_operator.model.durations import parse_duration
 from sits_operator.model.events import EventReason, condition_flipped
 from sits_operator.model.observed import GatewayReport, ObservedChild, ObservedState
@@ -105,6 +105,9 @@ class AnalysisView:
     scaled_down: frozenset[str] | None = None
     # Where the rollout stands, in words (status.message; core/rollout_summary.py).
     summary: RolloutSummary | None = None
+    # The decision's events, posted only once its status is written: a refused write
+    # (429, 5xx) leaves the decision untaken, and the next pass takes it again.
+    events: tuple[EventNote, ...] = ()
 
 
 @dataclass
@@ -246,6 +249,8 @@ class Reconciler:
                 result.recheck_in,
             )
         await self._write_status(body, owner, previous, result)
+        for note in view.events:
+            self.post(body, note.type, note.reason, note.message)
         return view.next_in
 
     async def _analysis(
@@ -295,8 +300,6 @@ class Reconciler:
             return self._stored_analysis(spec, observed, policy, state, next_in)
         self._refused.pop(key, None)
         decision = evaluation.decision
-        for note in decision.events:
-            self.post(body, note.type, note.reason, note.message)
         candidate = spec.candidates[0].name
         return AnalysisView(
             fields=analysis_fields(decision, candidate, self.wall_clock()),
@@ -306,6 +309,7 @@ class Reconciler:
             summary=rollout_summary(decision.state, spec, observed, policy),
             next_in=self._next_analysis_in(spec, policy, decision.state),
             scaled_down=frozenset(decision.state.scaled_down),
+            events=decision.events,
         )
 
     def _stored_analysis(
