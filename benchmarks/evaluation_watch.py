@@ -4,9 +4,10 @@ The operator's own histogram (sits_operator_evaluation_lag_seconds) starts at th
 period is due and only gives bucket bounds. A skeptic asks how late the decision is *as a
 client sees it*: this module runs `kubectl get sitsd -A --watch-only` and stamps each
 event on arrival. An event whose `status.analysis.lastEvaluatedAt` is new for its object
-is that object's evaluation of one period; its lag is the arrival time minus the period's
-boundary (periods are aligned to the wall clock: `lastEvaluatedAt` is taken just after
-the boundary, and its floor to the interval is that boundary). The watch's own delivery
+is that object's evaluation of one period; its lag is the arrival time minus the start of
+that period (each SitsDeployment's periods start at its own phase, core/analysis/
+schedule.py; `lastEvaluatedAt` is taken just after the start, so the period it lies in is
+the one evaluated). The watch's own delivery
 time is included, so the figure is an upper bound of when the status was written.
 """
 
@@ -17,10 +18,12 @@ import statistics
 import subprocess
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
+
+from sits_operator.core.analysis.schedule import period_phase, period_start
 
 # One line per watch event: namespace/name and the evaluation's start (epoch seconds).
 JSONPATH = '{.metadata.namespace}/{.metadata.name} {.status.analysis.lastEvaluatedAt}{"\\n"}'
@@ -45,11 +48,21 @@ def parse_line(line: str, at: float) -> Arrival | None:
     return Arrival(at, key, evaluated_at)
 
 
+def deployment_phase(key: str, interval: float) -> float:
+    """The operator's phase for `namespace/name` (core/analysis/schedule.py)."""
+    namespace, _, name = key.partition("/")
+    return period_phase(namespace, name, interval)
+
+
 def evaluation_lags(
-    arrivals: Iterable[Arrival], interval: float, start: float, end: float
+    arrivals: Iterable[Arrival],
+    interval: float,
+    start: float,
+    end: float,
+    phase_of: Callable[[str, float], float] = deployment_phase,
 ) -> list[float]:
-    """Seconds from each boundary in [start, end) to the first event showing an object's
-    evaluation of the period it opens.
+    """Seconds from each period start in [start, end) to the first event showing an
+    object's evaluation of that period (each object's periods start at its own phase).
 
     Later events with the same `lastEvaluatedAt` (another status change of the same pass,
     or a resync) are not new evaluations and are skipped. An evaluation outside the period
@@ -61,7 +74,7 @@ def evaluation_lags(
         if (arrival.key, arrival.evaluated_at) in seen:
             continue
         seen.add((arrival.key, arrival.evaluated_at))
-        boundary = math.floor(arrival.evaluated_at / interval) * interval
+        boundary = period_start(arrival.evaluated_at, interval, phase_of(arrival.key, interval))
         if start <= boundary < end:
             lags.append(arrival.at - boundary)
     return lags
@@ -86,38 +99,54 @@ def summary(lags: list[float]) -> dict[str, float]:
 
 @dataclass
 class EvaluationWatch:
-    """`kubectl get sitsd -A --watch-only` in the background; arrivals stamped as read."""
+    """`kubectl get sitsd -A --watch-only` in the background; arrivals stamped as read.
+
+    A watch the apiserver or kubectl ends is started again (counted in `restarts`, its
+    stderr kept in `log`): events in the gap are missed, which the benchmark shows as
+    fewer evaluations seen than expected rather than as a lag."""
 
     kubectl: str
     kubeconfig: Path
+    log: Path
     arrivals: list[Arrival] = field(default_factory=list)
+    restarts: int = 0
     _process: subprocess.Popen[str] | None = None
     _thread: threading.Thread | None = None
+    _stopping: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def start(self) -> EvaluationWatch:
-        self._process = subprocess.Popen(
-            [
-                self.kubectl,
-                f"--kubeconfig={self.kubeconfig}",
-                "get",
-                "sitsd",
-                "-A",
-                "--watch-only",
-                "-o",
-                f"jsonpath={JSONPATH}",
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            bufsize=1,
-        )
-        stdout = self._process.stdout
-        if stdout is None:  # stdout=PIPE always gives one; mypy cannot know
-            raise RuntimeError("kubectl started without a stdout pipe")
-        self._thread = threading.Thread(target=self._read, args=(stdout,), daemon=True)
+        self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
         return self
+
+    def _command(self) -> list[str]:
+        return [
+            self.kubectl,
+            f"--kubeconfig={self.kubeconfig}",
+            "get",
+            "sitsd",
+            "-A",
+            "--watch-only",
+            "-o",
+            f"jsonpath={JSONPATH}",
+        ]
+
+    def _run(self) -> None:
+        with self.log.open("a") as errors:
+            while not self._stopping.is_set():
+                process = subprocess.Popen(
+                    self._command(), stdout=subprocess.PIPE, stderr=errors, text=True, bufsize=1
+                )
+                self._process = process
+                if process.stdout is not None:
+                    self._read(process.stdout)
+                process.wait()
+                if not self._stopping.is_set():
+                    self.restarts += 1
+                    errors.write(f"watch ended (rc {process.returncode}); starting it again\n")
+                    errors.flush()
+                    time.sleep(1)
 
     def _read(self, stdout: IO[str]) -> None:
         for line in stdout:
@@ -127,14 +156,14 @@ class EvaluationWatch:
                     self.arrivals.append(arrival)
 
     def lags(self, interval: float, start: float, end: float) -> list[float]:
-        """Lags of the evaluations of the periods whose boundaries lie in [start, end)."""
+        """Lags of the evaluations of the periods that start in [start, end)."""
         with self._lock:
             arrivals = list(self.arrivals)
         return evaluation_lags(arrivals, interval, start, end)
 
     def stop(self) -> None:
+        self._stopping.set()
         if self._process is not None:
             self._process.terminate()
-            self._process.wait(timeout=10)
         if self._thread is not None:
             self._thread.join(timeout=10)

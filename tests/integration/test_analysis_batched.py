@@ -1,10 +1,15 @@
 """Batched analysis queries end to end: several SitsDeployments of one namespace under
 SITS2026 (batched templates), real Prometheus, the real operator. The queries per period
 are those of one deployment (2 rules x value and request count), and each rollout still
-decides on its own series: one promoted, one rolled back, one without series holds."""
+decides on its own series: one promoted, one rolled back, one without series holds.
+
+Each SitsDeployment's periods start at a phase of its own (core/analysis/schedule.py);
+deployments in one phase slot are due together and share the batched answers, so the
+three names here are chosen in one slot."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 import uuid
@@ -18,6 +23,7 @@ from tests.integration.analysis_env import Watcher
 from sits_localcluster.nodes import GpuNodeSpec
 from sits_localcluster.prometheus import LocalPrometheus, free_port
 from sits_localcluster.synthetic import Profile, SyntheticServer
+from sits_operator.core.analysis.schedule import period_phase
 from sits_operator_testing.manifests import deployment, fast_policy
 from sits_operator_testing.operator_metrics import queries_sent, scrape
 from sits_operator_testing.process import OperatorProcess, running_operator
@@ -53,6 +59,19 @@ def apply(cluster: Any, namespace: str, body: dict[str, Any]) -> None:
     cluster.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(body))
 
 
+def in_one_slot(namespace: str, roles: tuple[str, ...]) -> dict[str, str]:
+    """A name per role (`<role>-<n>`), all with the first role's period phase."""
+    phase = period_phase(namespace, f"{roles[0]}-0", INTERVAL)
+    return {
+        role: next(
+            f"{role}-{n}"
+            for n in itertools.count()
+            if period_phase(namespace, f"{role}-{n}", INTERVAL) == phase
+        )
+        for role in roles
+    }
+
+
 def weights(status: dict[str, Any]) -> dict[str, int]:
     return {v["name"]: v["weight"] for v in status.get("variants", [])}
 
@@ -67,15 +86,16 @@ def test_one_namespace_one_query_per_rule_and_period_and_each_rollout_decides_al
 ) -> None:
     policy = f"batched-{uuid.uuid4().hex[:6]}"
     apply(local_cluster, namespace, fast_policy(policy, prometheus.url, interval="8s"))
-    for name, candidate in (("healthy", HEALTHY), ("broken", BROKEN)):
-        traffic.traffic.set(namespace, name, "v1", HEALTHY)
-        traffic.traffic.set(namespace, name, "v2", candidate)
+    names = in_one_slot(namespace, ("healthy", "broken", "quiet"))
+    for role, candidate in (("healthy", HEALTHY), ("broken", BROKEN)):
+        traffic.traffic.set(namespace, names[role], "v1", HEALTHY)
+        traffic.traffic.set(namespace, names[role], "v2", candidate)
     # "quiet" has no series at all: absent from every batched answer, it has no data.
-    for name in ("healthy", "broken", "quiet"):
+    for name in names.values():
         apply(local_cluster, namespace, deployment(name, policy))
-    watch = {name: Watcher(local_cluster, namespace, name) for name in ("healthy", "broken")}
-    for name, watcher in watch.items():
-        watcher.until(f"{name} progressing", lambda s: (s.get("candidateWeight") or 0) > 0)
+    watch = {role: Watcher(local_cluster, namespace, names[role]) for role in ("healthy", "broken")}
+    for role, watcher in watch.items():
+        watcher.until(f"{role} progressing", lambda s: (s.get("candidateWeight") or 0) > 0)
 
     before = queries_sent(scrape(metrics_address))
     time.sleep(3 * INTERVAL)
@@ -90,6 +110,6 @@ def test_one_namespace_one_query_per_rule_and_period_and_each_rollout_decides_al
     broken = watch["broken"].phase("RolledBack", timeout=60)
     assert weights(broken) == {"v1": 100, "v2": 0}
     assert broken["candidateSuccessRate"] == pytest.approx(0.9, abs=0.02)
-    quiet = Watcher(local_cluster, namespace, "quiet").status()
+    quiet = Watcher(local_cluster, namespace, names["quiet"]).status()
     assert quiet.get("phase") in ("Progressing", "Paused"), quiet
     assert quiet.get("candidateSuccessRate") is None

@@ -90,8 +90,9 @@ class Run:
         *,
         state: AnalysisState | None = None,
         persist: bool = False,
+        phase: float = 0.0,
     ) -> None:
-        self.policy, self.plan, self.persist = policy, plan, persist
+        self.policy, self.plan, self.persist, self.phase = policy, plan, persist, phase
         self.state = state or AnalysisState()
         self.router: dict[str, int] = {}
         self.tick = 0
@@ -114,6 +115,7 @@ class Run:
             observed_weights=dict(self.router),
             commands=dict(commands or {}),
             now=now,
+            phase=self.phase,
         )
         if decision.weights is not None:
             self.router = dict(decision.weights)

@@ -20,7 +20,7 @@ from sits_operator.adapters.prometheus import (
     render_query,
 )
 from sits_operator.adapters.prometheus_batch import SharedQueries
-from sits_operator.handlers.analysis import shared_max_age
+from sits_operator.core.analysis.schedule import shared_max_age
 from sits_operator.model.policy import parse_policy
 from tests.unit.test_prometheus_adapter import rule
 

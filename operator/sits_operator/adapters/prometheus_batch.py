@@ -1,11 +1,12 @@
 """One batched Prometheus query shared by the analysis loops of many SitsDeployments.
 
-Why: each SitsDeployment's loop evaluates every rule once per period, and all loops of a
-policy wake just after the same period boundary (handlers/reconcile.py,
-seconds_to_next_period). Queried one deployment at a time, 1,000 deployments under SITS2026
-send 4,000 queries per period. A policy template that groups by ``{{by}}`` instead returns
-the series of every deployment of a namespace in one answer, so the first loop to ask sends
-the query and the others of the same namespace take their own series from its answer.
+Why: each SitsDeployment's loop evaluates every rule once per period, and the loops of a
+policy in one phase slot wake just after the same period start (core/analysis/schedule.py,
+at most 15 slots at 30 s intervals). Queried one deployment at a time, 1,000 deployments
+under SITS2026 send 4,000 queries per period. A policy template that groups by ``{{by}}``
+instead returns the series of every deployment of a namespace in one answer, so the first
+loop to ask sends the query and the others of the same namespace take their own series from
+its answer.
 
 Two rules keep a shared answer as good as a private one:
 

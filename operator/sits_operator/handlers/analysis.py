@@ -28,6 +28,7 @@ from sits_operator.adapters.prometheus_access import (
 )
 from sits_operator.adapters.routers import TrafficRouter, make_router, read_weights_back
 from sits_operator.core.analysis import decide
+from sits_operator.core.analysis.schedule import period_phase, shared_max_age
 from sits_operator.core.metric_source import metric_source
 from sits_operator.core.rollout_plan import build_plan
 from sits_operator.handlers import metrics
@@ -43,9 +44,6 @@ from sits_operator.model.policy import Policy, parse_policy
 from sits_operator.model.spec import ObjectRef, SitsDeploymentSpec
 
 ProviderFactory = Callable[[Access], MetricsProvider]
-# A batched answer shared by the rollouts of a namespace is never older than this, nor
-# than a tenth of the policy's interval, when a decision is taken on it.
-MAX_SHARED_AGE_SECONDS = 2.0
 RouterFactory = Callable[[str, ApiClient | None], TrafficRouter]
 
 
@@ -71,11 +69,6 @@ class Evaluation:
 
     decision: Decision
     observations: tuple[RuleSamples, ...]
-
-
-def shared_max_age(interval_seconds: float) -> float:
-    """How old a batched answer may be: small against the period it decides."""
-    return min(MAX_SHARED_AGE_SECONDS, interval_seconds / 10)
 
 
 def counted_provider(access: Access) -> MetricsProvider:
@@ -158,6 +151,7 @@ class Analyzer:
             observed_weights=observed_weights,
             commands=commands_from(annotations),
             now=self.clock(),
+            phase=period_phase(owner.namespace, owner.name, policy.interval_seconds),
         )
         if decision.weights is not None and not read_failed:
             await router.set_weights(owner, spec, decision.weights)

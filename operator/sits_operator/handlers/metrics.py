@@ -71,7 +71,7 @@ PROMETHEUS_QUERIES = Counter(
 )
 EVALUATION_LAG = Histogram(
     "sits_operator_evaluation_lag_seconds",
-    "Seconds from an analysis period being due (just after its boundary) to the end of the "
+    "Seconds from an analysis period being due (just after it starts) to the end of the "
     "pass that decided it (weights set, status written).",
     buckets=(0.05, 0.1, 0.25, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 30),
 )

@@ -23,6 +23,7 @@ from sits_operator.adapters.routers import RouteRefusedError
 from sits_operator.core import naming
 from sits_operator.core.analysis import scaledown
 from sits_operator.core.analysis.identity import SpecChange, spec_change
+from sits_operator.core.analysis.schedule import period_phase, seconds_to_next_period
 from sits_operator.core.analysis_status import (
     analysis_condition,
     analysis_fields,
@@ -74,11 +75,6 @@ EventPoster = Callable[[Any, str, EventReason, str], None]
 def post_event(body: Any, type_: str, reason: EventReason, message: str) -> None:
     """Kubernetes event on the SitsDeployment, posted by Kopf's event queue."""
     kopf.event(body, type=type_, reason=reason, message=message)
-
-
-def seconds_to_next_period(now: float, interval: float) -> float:
-    """Evaluate just after each period boundary, so each period is evaluated once."""
-    return interval - (now % interval) + 0.5
 
 
 def finished_analysis_fields(previous: Mapping[str, Any]) -> dict[str, Any]:
@@ -279,7 +275,7 @@ class Reconciler:
             )
         state = AnalysisState.from_dict(dict(previous.get("analysis") or {}))
         annotations = dict(body["metadata"].get("annotations") or {})
-        next_in = self._next_analysis_in(spec, policy, state)
+        next_in = self._next_analysis_in(owner, spec, policy, state)
         if not analyze and not commands_pending(state, commands_from(annotations)):
             return self._stored_analysis(spec, observed, policy, state, next_in)
         try:
@@ -307,7 +303,7 @@ class Reconciler:
             phase=decision.state.phase.value,
             condition=analysis_condition(decision, spec, observed, policy, evaluation.observations),
             summary=rollout_summary(decision.state, spec, observed, policy),
-            next_in=self._next_analysis_in(spec, policy, decision.state),
+            next_in=self._next_analysis_in(owner, spec, policy, decision.state),
             scaled_down=frozenset(decision.state.scaled_down),
             events=decision.events,
         )
@@ -335,11 +331,13 @@ class Reconciler:
         )
 
     def _next_analysis_in(
-        self, spec: SitsDeploymentSpec, policy: Policy, state: AnalysisState
+        self, owner: ObjectRef, spec: SitsDeploymentSpec, policy: Policy, state: AnalysisState
     ) -> float:
-        """The next period boundary, or sooner when losers are due to be scaled down."""
+        """The start of this SitsDeployment's next period (core/analysis/schedule.py), or
+        sooner when losers are due to be scaled down."""
         now = self.wall_clock()
-        next_in = seconds_to_next_period(now, policy.interval_seconds)
+        phase = period_phase(owner.namespace, owner.name, policy.interval_seconds)
+        next_in = seconds_to_next_period(now, policy.interval_seconds, phase)
         delay = parse_duration(spec.rollout.scale_down_delay)
         wait = scaledown.seconds_until(state, delay, now)
         return next_in if wait is None else min(next_in, wait + SCALE_DOWN_MARGIN_SECONDS)

@@ -56,10 +56,14 @@ def decide(
     observed_weights: Mapping[str, int],
     commands: Mapping[Command, str],
     now: float,
+    phase: float = 0.0,
 ) -> Decision:
-    """The whole next analysis state and what to do to traffic, from one observation."""
+    """The whole next analysis state and what to do to traffic, from one observation.
+
+    `phase`: where this SitsDeployment's periods start within the interval
+    (core/analysis/schedule.py)."""
     current = current_weights(plan, observed_weights, state)
-    ctx = Context(policy, plan, observations, current, now, dict(observed_weights))
+    ctx = Context(policy, plan, observations, current, now, dict(observed_weights), phase)
     opening = _open(ctx, state, commands)
     if opening is not None:
         return to_decision(opening, ctx.observed)

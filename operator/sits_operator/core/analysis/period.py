@@ -15,6 +15,7 @@ import math
 from dataclasses import replace
 
 from sits_operator.core.analysis import breaches as breach_rules
+from sits_operator.core.analysis.schedule import period_index
 from sits_operator.core.analysis.transition import Context, Transition, hold, normal, warning
 from sits_operator.core.analysis.transitions import (
     PAUSED,
@@ -183,7 +184,7 @@ def step_periods_left(ctx: Context, state: AnalysisState) -> int:
         return 0
     period_seconds = max(ctx.policy.interval_seconds, 1e-9)
     periods = math.ceil(ctx.plan.step_seconds / period_seconds - 1e-9)
-    entered = math.floor(state.step_started_at / period_seconds)
+    entered = period_index(state.step_started_at, period_seconds, ctx.phase)
     return max(0, entered + periods - ctx.period)
 
 

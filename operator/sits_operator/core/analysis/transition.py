@@ -9,10 +9,10 @@ place instead of in every branch.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from typing import Any
 
+from sits_operator.core.analysis.schedule import period_index
 from sits_operator.model.analysis import (
     AnalysisPhase,
     AnalysisState,
@@ -40,11 +40,12 @@ class Context:
     current: dict[str, int]  # weights traffic has now (read back, else last decided)
     now: float
     observed: dict[str, int]  # exactly what the router reported ({} when it knows nothing)
+    phase: float = 0.0  # seconds this deployment's periods start after the grid (schedule.py)
 
     @property
     def period(self) -> int:
         """Evaluation period number: two calls in one period count it once."""
-        return math.floor(self.now / max(self.policy.interval_seconds, 1e-9))
+        return period_index(self.now, self.policy.interval_seconds, self.phase)
 
 
 @dataclass(frozen=True)
