@@ -44,10 +44,12 @@ bench: setup
 	@scripts/setup-bench.sh
 	$(VENV)/python -m benchmarks.operator_scale
 	$(VENV)/python -m benchmarks.watch_scope
+	$(VENV)/python -m benchmarks.analysis_scale
 	$(VENV)/python -m benchmarks.rollback_reaction
 	$(VENV)/python -m benchmarks.gateway_proxy
 	$(VENV)/python -m benchmarks.semantic_cache
 	$(VENV)/python -m benchmarks.cache_hit_vs_miss
+	$(VENV)/python -m benchmarks.cache_miss_path
 	$(VENV)/python -m benchmarks.vector_index
 	$(VENV)/python -m benchmarks.lora_residency
 	$(VENV)/python -m benchmarks.real_node
