@@ -47,7 +47,7 @@ from kubernetes_asyncio import client, config
 from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks.evaluation_watch import EvaluationWatch, summary
-from benchmarks.operator_scale import cluster_with_crds, peak_rss_mib
+from benchmarks.operator_scale import cluster_with_crds, current_rss_mib, peak_rss_mib
 from benchmarks.results import commit, write_section
 from sits_localcluster.cluster import KUBECTL, LocalCluster
 from sits_localcluster.nodes import GpuNodeSpec
@@ -210,14 +210,6 @@ def measure(
         "load_average": os.getloadavg()[0],
         "watch_restarts": watch.restarts,
     }
-
-
-def current_rss_mib(pid: int) -> float:
-    """VmRSS now (peak_rss_mib gives the high-water mark)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return math.nan
 
 
 def start_operator(cluster: LocalCluster, address: str) -> subprocess.Popen[bytes]:

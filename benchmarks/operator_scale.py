@@ -158,10 +158,20 @@ def kubectl_json(cluster: LocalCluster, *args: str) -> dict[str, object]:
     return dict(json.loads(cluster.kubectl(*args, "-o", "json").stdout))
 
 
-def peak_rss_mib(pid: int) -> float:
+def _status_mib(pid: int, field: str) -> float:
     status = Path(f"/proc/{pid}/status").read_text()
-    match = re.search(r"VmHWM:\s+(\d+) kB", status)
+    match = re.search(rf"{field}:\s+(\d+) kB", status)
     return int(match.group(1)) / 1024 if match else float("nan")
+
+
+def peak_rss_mib(pid: int) -> float:
+    """The process's high-water mark (VmHWM)."""
+    return _status_mib(pid, "VmHWM")
+
+
+def current_rss_mib(pid: int) -> float:
+    """The process's resident set now (VmRSS)."""
+    return _status_mib(pid, "VmRSS")
 
 
 def count_ready(cluster: LocalCluster) -> int:

@@ -56,9 +56,4 @@ def period_start(now: float, interval_seconds: float, phase: float) -> float:
 
 def seconds_to_next_period(now: float, interval_seconds: float, phase: float) -> float:
     """Evaluate just after each period's start, so each period is evaluated once."""
-    return (
-        period_start(now, interval_seconds, phase)
-        + interval_seconds
-        - now
-        + DUE_AFTER_START_SECONDS
-    )
+    return interval_seconds - (now - phase) % interval_seconds + DUE_AFTER_START_SECONDS
