@@ -152,6 +152,29 @@ async def test_models_health_and_unknown_paths(gw: Harness) -> None:
         assert error_of(await response.read())["type"] == "not_found_error"
 
 
+async def test_a_stopping_gateway_drains_closing_each_connection_after_its_answer(
+    gw: Harness,
+) -> None:
+    """What a terminating gateway pod does: it keeps answering on the connections clients
+    hold (a pooled connection outlives the endpoint's removal from the Service), each answer
+    closes its connection, /health fails; only after the drain does the listener close."""
+    gw.weights(100, 0)
+    status, headers, _ = await gw.post("/v1/chat/completions", CHAT)
+    assert status == 200
+    assert headers.get("Connection", "").lower() != "close"  # kept alive before the drain
+    drain = asyncio.create_task(gw.gateway.drain(1.0))
+    await asyncio.sleep(0.05)
+    status, headers, _ = await gw.post("/v1/chat/completions", CHAT)
+    assert (status, headers["Connection"].lower()) == (200, "close")
+    async with gw.http.get(gw.url + "/health") as response:
+        assert (response.status, (await response.json())["status"]) == (503, "draining")
+    assert not drain.done()
+    await drain
+    await gw.gateway.runner.cleanup()
+    with pytest.raises(aiohttp.ClientConnectorError):
+        await gw.post("/v1/chat/completions", CHAT)
+
+
 # -- streams -----------------------------------------------------------------------------
 
 

@@ -5,6 +5,7 @@ Kopf's real list and watch requests (its HTTP calls replaced by recorders)."""
 from __future__ import annotations
 
 import asyncio
+import inspect
 import urllib.parse
 from collections.abc import AsyncIterator
 from typing import Any
@@ -188,8 +189,21 @@ def test_the_counter_tells_selected_from_unrelated_objects(
 ) -> None:
     before = counted(plural, selected)
     count: Any = handlers.count_watch_event  # as Kopf calls it, with the kwargs it reads
-    count(resource=resource("", "v1", plural), labels=labels)
+    asyncio.run(count(resource=resource("", "v1", plural), labels=labels))
     assert counted(plural, selected) == before + 1
+
+
+def test_every_handler_runs_on_the_event_loop() -> None:
+    """Kopf runs a plain function in its thread pool: one thread hop per watch event, and
+    `Wakeups` would set asyncio.Events from a worker thread, where the loop is not woken.
+    So every handler the operator registers must be a coroutine function (Kopf's registry
+    has no public listing; its per-kind registries are read here)."""
+    registry = kopf.get_default_registry()
+    kinds = (registry._indexing, registry._watching, registry._spawning, registry._activities)
+    registered: list[Any] = [h.fn for kind in kinds for h in kind.get_all_handlers()]
+    names = {fn.__name__ for fn in registered}
+    assert {"child_pods", "wake_parent", "count_watch_event", "reconcile_loop"} <= names
+    assert [fn.__name__ for fn in registered if not inspect.iscoroutinefunction(fn)] == []
 
 
 # Kopf's own request path, with its HTTP calls recorded instead of sent.

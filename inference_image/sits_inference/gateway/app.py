@@ -13,13 +13,14 @@ a JSON object with a string ``model``, 404 for a model the routing table does no
 
 from __future__ import annotations
 
+import asyncio
 import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import aiohttp
-from aiohttp import web
+from aiohttp import hdrs, web
 
 from ..openai.errors import ApiError
 from ..openai.replies import metrics_reply
@@ -62,6 +63,7 @@ class Gateway:
         )
         self._session: aiohttp.ClientSession | None = None
         self._forwarder: Forwarder | None = None
+        self.draining = False
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -98,7 +100,18 @@ class Gateway:
         app.router.add_get(ROUTING_PATH, self.routing)
         app.router.add_get("/metrics", self.metrics)
         app.router.add_route("*", "/{tail:.*}", self.not_found)
+        app.on_response_prepare.append(self._close_when_draining)
         return app
+
+    async def _close_when_draining(
+        self, request: web.Request, response: web.StreamResponse
+    ) -> None:
+        """While draining, every response ends its connection and says so (the header is
+        set here as aiohttp has written its own by now): the client's next request opens a
+        new connection, which the Service sends to a pod that stays."""
+        if self.draining:
+            response.force_close()
+            response.headers[hdrs.CONNECTION] = "close"
 
     # -- routing -------------------------------------------------------------------------
 
@@ -165,9 +178,9 @@ class Gateway:
             {"name": v.name, "weight": v.weight, "endpoints": len(v.endpoints)}
             for v in table.variants
         ]
-        ready = self.source.ready
+        ready = self.source.ready and not self.draining
         body = {
-            "status": "ok" if ready else "starting",
+            "status": "draining" if self.draining else "ok" if ready else "starting",
             "namespace": table.namespace,
             "deployment": table.deployment,
             "routable": list(self.balancer().routable),
@@ -212,6 +225,12 @@ class RunningGateway:
     gateway: Gateway
     runner: web.AppRunner
     url: str
+
+    async def drain(self, seconds: float) -> None:
+        """Serve on for ``seconds``, closing each connection after its response and
+        failing /health; what a terminating pod does once its endpoint left the Service."""
+        self.gateway.draining = True
+        await asyncio.sleep(seconds)
 
     async def stop(self) -> None:
         await self.runner.cleanup()

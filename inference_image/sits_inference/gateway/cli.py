@@ -92,6 +92,8 @@ async def serve(config: GatewayConfig, stop: asyncio.Event | None = None) -> Non
     log.info("sits-gateway listening on %s (source: %s)", running.url, config.source)
     try:
         await stop.wait()
+        log.info("draining for %.1f s", config.drain_s)
+        await running.drain(config.drain_s)
     finally:
         await running.stop()
         if provider is not None:

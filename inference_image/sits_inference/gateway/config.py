@@ -39,6 +39,9 @@ class GatewayConfig:
     genai_metrics: bool = False
     # OTLP/HTTP traces endpoint (e.g. http://collector:4318/v1/traces); None: no export.
     otlp_endpoint: str | None = None
+    # After SIGTERM, keep listening this long, answering with "Connection: close", so that
+    # clients' pooled connections end after a response and never under a request in flight.
+    drain_s: float = 5.0
     log_level: str = "INFO"
 
 
@@ -99,6 +102,14 @@ def build_parser() -> argparse.ArgumentParser:
         type=_flag,
         default=_flag(_env("genai_metrics") or "false"),
         help="also export the OpenTelemetry GenAI server histograms",
+    )
+    add(
+        "--drain",
+        type=float,
+        dest="drain_s",
+        default=float(_env("drain") or d.drain_s),
+        help="seconds to keep serving after SIGTERM, closing each connection after its "
+        "response (default %(default)s)",
     )
     add("--otlp-endpoint", default=_env("otlp_endpoint"), help="OTLP/HTTP traces URL")
     add("--log-level", default=_env("log_level", d.log_level))

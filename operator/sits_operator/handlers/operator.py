@@ -121,8 +121,11 @@ async def close(memo: kopf.Memo, **_: Any) -> None:
     await memo["api"].close()
 
 
+# Every watch and index handler is a coroutine. Kopf runs plain functions in its thread
+# pool: each watch event would cost a thread hop, and `Wakeups` sets asyncio.Events, which
+# is not thread-safe (from a worker thread the loop is not woken to run the waiter).
 @kopf.index("apps", "v1", "deployments", labels=OWNED)
-def child_deployments(
+async def child_deployments(
     *, namespace: str | None, meta: kopf.Meta, labels: kopf.Labels, status: kopf.Status, **_: Any
 ) -> Any:
     key = observe.parent_key(namespace, labels)
@@ -147,7 +150,7 @@ CHILD_KINDS = {
 @kopf.index("rbac.authorization.k8s.io", "v1", "roles", labels=OWNED)
 @kopf.index("rbac.authorization.k8s.io", "v1", "rolebindings", labels=OWNED)
 @kopf.index("policy", "v1", "poddisruptionbudgets", labels=OWNED)
-def child_objects(
+async def child_objects(
     *,
     namespace: str | None,
     meta: kopf.Meta,
@@ -161,7 +164,7 @@ def child_objects(
 
 
 @kopf.index("", "v1", "pods", labels=SELECTED)
-def child_pods(
+async def child_pods(
     *,
     namespace: str | None,
     name: str,
@@ -175,12 +178,12 @@ def child_pods(
 
 
 @kopf.index(API_GROUP, API_VERSION, "sitspolicies")
-def policies(*, name: str, spec: kopf.Spec, **_: Any) -> Any:
+async def policies(*, name: str, spec: kopf.Spec, **_: Any) -> Any:
     return {name: dict(spec)}
 
 
 @kopf.on.event(API_GROUP, API_VERSION, "sitspolicies")
-def wake_on_policy_change(**_: Any) -> None:
+async def wake_on_policy_change(**_: Any) -> None:
     """A policy change may change the interval or rules of every rollout using it."""
     WAKEUPS.wake_all()
 
@@ -192,7 +195,7 @@ def wake_on_policy_change(**_: Any) -> None:
 @kopf.on.event("rbac.authorization.k8s.io", "v1", "rolebindings", labels=OWNED)
 @kopf.on.event("policy", "v1", "poddisruptionbudgets", labels=OWNED)
 @kopf.on.event("", "v1", "pods", labels=SELECTED)
-def wake_parent(*, namespace: str | None, labels: kopf.Labels, **_: Any) -> None:
+async def wake_parent(*, namespace: str | None, labels: kopf.Labels, **_: Any) -> None:
     key = observe.parent_key(namespace, labels)
     if key is not None:
         WAKEUPS.wake(key)
@@ -206,13 +209,13 @@ def wake_parent(*, namespace: str | None, labels: kopf.Labels, **_: Any) -> None
 @kopf.on.event("rbac.authorization.k8s.io", "v1", "rolebindings")
 @kopf.on.event("policy", "v1", "poddisruptionbudgets")
 @kopf.on.event("", "v1", "pods")
-def count_watch_event(*, resource: kopf.Resource, labels: kopf.Labels, **_: Any) -> None:
+async def count_watch_event(*, resource: kopf.Resource, labels: kopf.Labels, **_: Any) -> None:
     selected = matches(child_filter(resource.plural), labels)
     WATCH_EVENTS.labels(resource.plural, "true" if selected else "false").inc()
 
 
 @kopf.on.event(API_GROUP, API_VERSION, PLURAL)
-def wake_self(*, namespace: str | None, name: str, **_: Any) -> None:
+async def wake_self(*, namespace: str | None, name: str, **_: Any) -> None:
     if namespace is not None:
         WAKEUPS.wake((namespace, name))
 
