@@ -10,6 +10,7 @@ import sys
 from typing import Any
 
 import kopf
+from kopf._core.actions.loggers import ObjectJsonFormatter  # Kopf exports only LogFormat
 from prometheus_client import start_http_server
 
 
@@ -47,12 +48,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse(sys.argv[1:] if argv is None else argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format='{"ts":"%(asctime)s","level":"%(levelname)s","logger":"%(name)s","msg":"%(message)s"}',
-    )
-    if not args.verbose:  # Kopf reports every event handler's success at INFO
-        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
+    configure_logging(verbose=args.verbose)
     if args.metrics_address:
         host, _, port = args.metrics_address.rpartition(":")
         start_http_server(int(port), addr=host or "127.0.0.1")
@@ -63,6 +59,20 @@ def main(argv: list[str] | None = None) -> int:
 
     asyncio.run(kopf.operator(**kopf_options(args)))
     return 0
+
+
+def configure_logging(*, verbose: bool) -> None:
+    """One JSON object per line on stderr, as log pipelines (Loki, Elasticsearch, Cloud
+    Logging) parse them: message, severity, timestamp, logger, every ``extra`` a handler
+    passes (kind, child, hash...) and, on Kopf's per-object lines, the object's reference
+    under "object". Kopf's own formatter (python-json-logger) escapes what a message holds;
+    it lacks only the logger's name, which the format string adds."""
+    kopf.configure(verbose=verbose, log_format=kopf.LogFormat.JSON)
+    formatter = ObjectJsonFormatter("%(message)s %(name)s", rename_fields={"name": "logger"})
+    for handler in logging.getLogger().handlers:
+        handler.setFormatter(formatter)
+    # Kopf reports every event handler's success at INFO: shown only when verbose.
+    logging.getLogger("kopf.objects").setLevel(logging.NOTSET if verbose else logging.WARNING)
 
 
 def kopf_options(args: argparse.Namespace) -> dict[str, Any]:

@@ -252,5 +252,5 @@ def test_a_resumed_leader_steps_down_before_writing(
     log = pair.a.log()
     after = log[log.index("op-a stepped down") :]
     assert "became the leader" not in after
-    assert '"msg":"applied"' not in after
+    assert '"message": "applied"' not in after  # configure_logging's JSON lines
     assert_nothing_counted_twice(watch, final)
