@@ -4,8 +4,8 @@ From the first Prometheus scrape in which the breach is visible (the SLI query, 
 at each scrape timestamp, first crosses the threshold) to the moment the rollback's
 weights are in the SitsDeployment's status, over N runs. The rule is SITS2026's
 success-rate rule (< 0.95 for 2 consecutive periods), on a 2 s evaluation period.
-Target (issue 3): at most one interval plus 2 s beyond what the rule itself requires
-(one more period, for "2 consecutive periods"): 2 x 2 s + 2 s = 6 s.
+Target (issue 3, as asked): one interval plus 2 s, 4 s here. The rule's second failing
+period lies within that interval; an earlier docstring added one more period (6 s).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from benchmarks.results import write_section
+from benchmarks.results import commit, load_average, median_interval, write_section
 from sits_localcluster.build import ensure_binaries
 from sits_localcluster.cluster import LocalCluster
 from sits_localcluster.prometheus import LocalPrometheus
@@ -127,17 +127,33 @@ def run(runs: int) -> list[float]:
     return samples
 
 
-def write_results(samples: list[float]) -> None:
+def write_results(samples: list[float], load_start: str) -> None:
+    ordered = sorted(samples)
+    interval = median_interval(samples)
+    spread = f"{interval[0]:.2f} to {interval[1]:.2f} s" if interval else "too few runs"
+    target = INTERVAL + 2
+    worst = max(samples)
+    verdict = "met" if worst <= target else f"missed by {worst - target:.2f} s at the worst"
     section = (
         "## Rollback reaction time (SITS2026 success-rate rule)\n\n"
         "Command: `make bench` (`python -m benchmarks.rollback_reaction --runs 20`): real\n"
         "Prometheus (1 s scrapes) over the synthetic gateway metrics, real operator and\n"
         f"apiserver, {INTERVAL:.0f} s evaluation period, 10 s windows, rule `success_rate_5m <"
         " 0.95 for 2 periods`.\nMeasured from the first scrape in which the breach is visible"
-        " to the rollback's weights in status.\n\n"
-        "| runs | median | max | target |\n|---|---|---|---|\n"
-        f"| {len(samples)} | {statistics.median(samples):.2f} s | {max(samples):.2f} s |"
-        f" <= {2 * INTERVAL + 2:.0f} s (2 periods + 2 s) |\n"
+        " (a `query_range` point, 1 s resolution) to the rollback's weights in status; the"
+        " live benchmark below measures from the first failed request to the gateway instead."
+        f"\nCommit `{commit()}`; load average (1 / 5 / 15 min) {load_start} at the start,"
+        f" {load_average()} at the end; {len(samples)} runs, one rollout rolled back and"
+        " retried in turn.\n\n"
+        "| runs | median | 95 % interval of the median | p90 | max | target |\n"
+        "|---|---|---|---|---|---|\n"
+        f"| {len(samples)} | {statistics.median(samples):.2f} s | {spread} |"
+        f" {ordered[int(0.9 * (len(ordered) - 1))]:.2f} s | {worst:.2f} s |"
+        f" <= {target:.0f} s (1 period + 2 s): {verdict} |\n\n"
+        "The rule needs two failing periods, so the reaction includes up to one period"
+        " beyond the first failing one by design; the target (issue 3) is one period plus"
+        " 2 s over the breach becoming visible (an earlier version of this section judged"
+        " against 2 periods + 2 s).\n"
     )
     write_section(section)
 
@@ -145,7 +161,8 @@ def write_results(samples: list[float]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=20)
-    write_results(run(parser.parse_args().runs))
+    load_start = load_average()
+    write_results(run(parser.parse_args().runs), load_start)
 
 
 if __name__ == "__main__":
