@@ -15,6 +15,7 @@ import asyncio
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 import time
@@ -23,7 +24,7 @@ from typing import Any
 
 from kubernetes_asyncio import client, config
 
-from benchmarks.results import write_section
+from benchmarks.results import commit, load_average, median_interval, write_section
 from sits_localcluster.build import ensure_binaries
 from sits_localcluster.cluster import LocalCluster
 from sits_localcluster.nodes import GpuNodeSpec
@@ -194,6 +195,9 @@ def cluster_with_crds() -> LocalCluster:
 
 def run(count: int, timeout: float) -> dict[str, float]:
     cluster = cluster_with_crds()
+    # A previous run's namespace may still be terminating: creating into it would fail.
+    cluster.kubectl("wait", "--for=delete", f"namespace/{NAMESPACE}", "--timeout=300s", check=False)
+    cluster.kubectl("wait", "--for=delete", "nodes", "-l", "sits.dev/bench=true", check=False)
     add_capacity(cluster, count)
     cluster.kubectl("create", "namespace", NAMESPACE, check=False)
     env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig)}
@@ -244,23 +248,35 @@ def run(count: int, timeout: float) -> dict[str, float]:
     }
 
 
-def write_results(result: dict[str, float], baseline: float | None) -> None:
+def write_results(results: list[dict[str, float]], baseline: float | None, load: str) -> None:
+    def spread(key: str, unit: str, digits: int = 1) -> str:
+        values = [r[key] for r in results]
+        interval = median_interval(values)
+        around = f" ({interval[0]:.{digits}f} to {interval[1]:.{digits}f})" if interval else ""
+        return f"{statistics.median(values):.{digits}f}{unit}{around}"
+
+    count = results[0]["count"]
     section = (
         "## Operator scale: 200 SitsDeployments of 2 variants applied at once\n\n"
         "Command: `make bench` (`python -m benchmarks.operator_scale --count 200`), on the local\n"
-        "cluster (real kube-apiserver, scheduler, controller-manager, kwok nodes), 2 cores.\n\n"
-        "| SitsDeployments | Ready | time to all Ready | creation (20 at a time) | peak RSS |"
-        " target |\n|---|---|---|---|---|---|\n"
-        f"| {result['count']:.0f} | {result['ready']:.0f} | {result['seconds']:.1f} s |"
-        f" {result['apply_seconds']:.1f} s | {result['peak_rss_mib']:.0f} MiB |"
-        " <= 60 s, <= 300 MiB |\n\n"
-        f"1-minute load average when the run ended: {result['load_average']:.1f} (2 cores; the"
-        " control plane, kwok and the operator share them).\n"
+        "cluster (real kube-apiserver, scheduler, controller-manager, kwok nodes), 2 cores.\n"
+        f"Commit `{commit()}`; load average (1 / 5 / 15 min) {load} at the start,"
+        f" {load_average()} at the end. {len(results)} runs in turn, each a fresh operator"
+        " process and namespace; medians with the 95 % interval of the median in brackets.\n\n"
+        "| SitsDeployments | runs | all Ready in | time to all Ready | creation (20 at a time)"
+        " | peak RSS | target |\n|---|---|---|---|---|---|---|\n"
+        f"| {count:.0f} | {len(results)} | {sum(r['ready'] == count for r in results)} of"
+        f" {len(results)} | {spread('seconds', ' s')} | {spread('apply_seconds', ' s')} |"
+        f" {spread('peak_rss_mib', ' MiB', 0)}, max {max(r['peak_rss_mib'] for r in results):.0f}"
+        " MiB | <= 60 s, <= 300 MiB |\n\n"
+        "Runs (time to all Ready): "
+        + ", ".join(f"{r['seconds']:.1f} s" for r in results)
+        + ". The control plane, kwok and the operator share the 2 cores.\n"
     )
     if baseline is not None:
         section += (
-            f"\nControl-plane floor (`--baseline`): the same {2 * result['count']:.0f} Deployments"
-            f" and {3 * result['count']:.0f} Services created directly, no operator: all"
+            f"\nControl-plane floor (`--baseline`, one run): the same {2 * count:.0f} Deployments"
+            f" and {3 * count:.0f} Services created directly, no operator: all"
             f" available after {baseline:.1f} s. The operator's own share is the difference.\n"
         )
     write_section(section)
@@ -271,15 +287,23 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=200)
     parser.add_argument("--timeout", type=float, default=300)
     parser.add_argument(
+        "--runs", type=int, default=6, help="repetitions (6: the fewest with a 95 %% interval)"
+    )
+    parser.add_argument(
         "--baseline",
         action="store_true",
         help="also time the same children created without the operator",
     )
     args = parser.parse_args()
+    load = load_average()
     baseline = run_baseline(args.count, args.timeout) if args.baseline else None
-    if baseline is not None:
-        time.sleep(20)  # let the baseline's pods go before the measured run
-    write_results(run(args.count, args.timeout), baseline)
+    results = []
+    for index in range(args.runs):
+        if baseline is not None or index:
+            time.sleep(20)  # let the previous run's pods go before the next
+        print(f"run {index + 1}/{args.runs}", flush=True)
+        results.append(run(args.count, args.timeout))
+    write_results(results, baseline, load)
 
 
 if __name__ == "__main__":
