@@ -299,8 +299,15 @@ def run(steps: list[int], interval: str | None, periods: int, timeout: float) ->
         watch.stop()
         for namespace in NAMESPACES:  # while the operator runs: it removes its finalizers
             cluster.kubectl(
-                "delete", "sitsd", "--all", "-n", namespace, "--timeout=300s", check=False
-            )
+                "delete",
+                "sitsd",
+                "--all",
+                "-n",
+                namespace,
+                "--timeout=300s",
+                check=False,
+                timeout=330,  # kubectl's own wait first: a subprocess timeout here leaked
+            )  # the operator and Prometheus and lost the run's results
         operator.terminate()
         operator.wait(timeout=30)
         prometheus.stop()
