@@ -3,6 +3,7 @@ demo shares live in ``sits_live.stack``."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import time
 from collections.abc import Callable
@@ -22,6 +23,17 @@ def wait(what: str, check: Callable[[], bool], timeout: float = 90.0, step: floa
             pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
         time.sleep(step)
     return time.monotonic() - start
+
+
+def routes(host: str, port: int) -> bool:
+    """Whether a Service's ClusterIP accepts a TCP connection: a pod turns Ready before
+    the endpoint controller and kube-proxy have put it behind the Service (until then
+    kube-proxy rejects, and a client sees "connection refused")."""
+    try:
+        with socket.create_connection((host, port), timeout=2.0):
+            return True
+    except OSError:
+        return False
 
 
 def container_status(pod: dict[str, Any], name: str) -> dict[str, Any] | None:

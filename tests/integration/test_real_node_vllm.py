@@ -22,7 +22,13 @@ import httpx2
 import pytest
 from openai import OpenAI
 from openai.types.chat import ChatCompletionMessageParam
-from tests.integration.real_node import container_cgroup, container_status, kill_container, wait
+from tests.integration.real_node import (
+    container_cgroup,
+    container_status,
+    kill_container,
+    routes,
+    wait,
+)
 
 from sits_live import stack
 from sits_live.stack import ADAPTER, PROJECT_VERSION, SERVED, VLLM_MEMORY, apply, get, pod_ready
@@ -167,6 +173,9 @@ def test_openai_client_reaches_vllm_through_the_sidecar_on_the_cluster_ip(live: 
     cluster_ip = service["spec"]["clusterIP"]
     port = service["spec"]["ports"][0]["port"]
     assert cluster_ip.startswith(network.SERVICE_CIDR.rsplit(".", 2)[0])
+    # The pod is Ready; the Service routes to it once its EndpointSlice and kube-proxy
+    # follow (a fresh-clone CI once got "connection refused" in between).
+    wait("the Service to route to the Ready pod", lambda: routes(cluster_ip, port), 60, 0.5)
     messages: list[ChatCompletionMessageParam] = [
         {"role": "user", "content": "What is the capital of France?"}
     ]
