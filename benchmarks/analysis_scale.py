@@ -297,7 +297,9 @@ def run(steps: list[int], interval: str | None, periods: int, timeout: float) ->
         rss = peak_rss_mib(operator.pid)
     finally:
         watch.stop()
-        for namespace in NAMESPACES:  # while the operator runs: it removes its finalizers
+        # While the operator runs: it removes its finalizers. The subprocess outlives
+        # kubectl's own wait (a timeout here leaked the operator and lost the results).
+        for namespace in NAMESPACES:
             cluster.kubectl(
                 "delete",
                 "sitsd",
@@ -306,8 +308,8 @@ def run(steps: list[int], interval: str | None, periods: int, timeout: float) ->
                 namespace,
                 "--timeout=300s",
                 check=False,
-                timeout=330,  # kubectl's own wait first: a subprocess timeout here leaked
-            )  # the operator and Prometheus and lost the run's results
+                timeout=330,
+            )
         operator.terminate()
         operator.wait(timeout=30)
         prometheus.stop()
