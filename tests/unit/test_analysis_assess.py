@@ -10,6 +10,7 @@ import pytest
 from sits_operator.core.analysis import assess, step_weights_for, weights_for
 from sits_operator.core.analysis.weights import (
     capped,
+    masked_for_readiness,
     position_for,
     promotion_weights,
     start_position,
@@ -20,6 +21,7 @@ from sits_operator.model.analysis import (
     Breach,
     DecisionAction,
     HistoryEntry,
+    RolloutPlan,
     RuleSamples,
     Sample,
     Verdict,
@@ -206,6 +208,42 @@ def test_capped(weights: dict[str, int], limit: int, expected: dict[str, int]) -
 )
 def test_position_for(steps: tuple[int | None, ...], weight: int, expected: int) -> None:
     assert position_for(plan(step_weights=steps), weight) == expected
+
+
+TWO = plan(candidates=("a", "b"))
+
+
+@pytest.mark.parametrize(
+    ("the_plan", "observed", "decided", "expected"),
+    [
+        pytest.param(PLAN, {STABLE: 100, CANARY: 0}, {STABLE: 80, CANARY: 20}, True, id="masked"),
+        pytest.param(PLAN, {STABLE: 80, CANARY: 20}, {STABLE: 80, CANARY: 20}, False, id="same"),
+        pytest.param(PLAN, {STABLE: 90, CANARY: 10}, {STABLE: 80, CANARY: 20}, False, id="lag"),
+        pytest.param(PLAN, {STABLE: 80, CANARY: 20}, {STABLE: 100, CANARY: 0}, False, id="rolled"),
+        pytest.param(PLAN, {STABLE: 60, CANARY: 0}, {STABLE: 80, CANARY: 20}, False, id="lost"),
+        pytest.param(PLAN, {}, {STABLE: 80, CANARY: 20}, False, id="no-read-back"),
+        pytest.param(PLAN, {STABLE: 100, CANARY: 0}, {}, False, id="nothing-decided"),
+        pytest.param(
+            TWO, {STABLE: 80, "a": 0, "b": 10}, {STABLE: 70, "a": 10, "b": 20}, False, id="mixed"
+        ),
+        pytest.param(
+            TWO,
+            {STABLE: 80, "a": 0, "b": 20},
+            {STABLE: 70, "a": 10, "b": 20},
+            True,
+            id="one-of-two",
+        ),
+    ],
+)
+def test_masked_for_readiness(
+    the_plan: RolloutPlan,
+    observed: dict[str, int],
+    decided: dict[str, int],
+    expected: bool,
+) -> None:
+    """Only the built-in router's own "no traffic to an unready candidate" rule counts as
+    masking; a lagging gateway, a rollback or a share that went elsewhere do not."""
+    assert masked_for_readiness(the_plan, observed, decided) is expected
 
 
 @pytest.mark.parametrize(

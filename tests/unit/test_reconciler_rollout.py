@@ -3,6 +3,7 @@ of the losing variant, with the operator's clocks injected (simulated time, no s
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -11,12 +12,14 @@ import yaml
 
 from sits_operator.adapters.kube import KubeApiError, NoopKubeWriter
 from sits_operator.adapters.prometheus import Target
+from sits_operator.adapters.routers import TrafficRouter
 from sits_operator.handlers.analysis import Analyzer
 from sits_operator.handlers.reconcile import Reconciler
 from sits_operator.model.analysis import RuleSamples
 from sits_operator.model.observed import ObservedDeployment, ObservedState
 from sits_operator.model.policy import Rule
 from sits_operator.model.settings import OperatorSettings
+from sits_operator.model.spec import ObjectRef, SitsDeploymentSpec
 from tests.unit.factories import OWNER, variant
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,13 +48,20 @@ class DownPrometheus:
 class Operator:
     """A reconciler with a recording writer, an analyzer on the same simulated clock."""
 
-    def __init__(self, *variants: dict[str, Any], **rollout: str) -> None:
+    def __init__(
+        self, *variants: dict[str, Any], router: TrafficRouter | None = None, **rollout: str
+    ) -> None:
         self.clock, self.writer = Clock(), NoopKubeWriter()
         self.events: list[tuple[str, str, str]] = []
+        # Variants whose Deployment has no ready pod in the next passes.
+        self.unready: set[str] = set()
+        analyzer = Analyzer(None, lambda _access: DownPrometheus(), clock=self.clock)
+        if router is not None:
+            analyzer.router_factory = lambda _kind, _api: router
         self.reconciler = Reconciler(
             writer=self.writer,
             settings=OperatorSettings(),
-            analyzer=Analyzer(None, lambda _access: DownPrometheus(), clock=self.clock),
+            analyzer=analyzer,
             post=lambda _body, type_, reason, message: self.events.append((type_, reason, message)),
             clock=self.clock,
             wall_clock=self.clock,
@@ -75,8 +85,9 @@ class Operator:
         self.events.clear()
         ready = ObservedState(
             deployments=tuple(
-                ObservedDeployment(v["name"], v["revision"], 1, 1, 1, 1, 1, 1)
+                ObservedDeployment(v["name"], v["revision"], 1, ready, 1, ready, 1, 1)
                 for v in self.spec["variants"]
+                for ready in [0 if v["name"] in self.unready else 1]
             )
         )
         next_in = await self.reconciler.reconcile(
@@ -201,3 +212,38 @@ async def test_a_decision_whose_status_write_is_refused_is_announced_once_writte
     await op.run(after=5)
     assert op.reasons().count("Promoted") == 1
     assert op.status["analysis"]["phase"] == "Succeeded"
+
+
+class StatusFollowingGateway:
+    """The built-in gateway's read-back: the weights of status.traffic as last written
+    (what every gateway pod applies once its watch has seen the status)."""
+
+    def __init__(self, op: Callable[[], Operator]) -> None:
+        self.op = op
+
+    async def read_weights(self, owner: ObjectRef, spec: SitsDeploymentSpec) -> dict[str, int]:
+        rows = self.op().status.get("traffic", {}).get("weights", [])
+        return {row["variant"]: row["weight"] for row in rows}
+
+    async def set_weights(
+        self, owner: ObjectRef, spec: SitsDeploymentSpec, weights: dict[str, int]
+    ) -> None:
+        return None
+
+
+async def test_a_candidate_ready_late_gets_its_step_weight_not_the_unready_zero() -> None:
+    """While v2 has no ready pod, status.traffic routes it nothing; the pass that first
+    sees it ready must not take that 0 for a decision (it left the candidate at 0 %, with
+    no data ever, in a live run)."""
+    holder: list[Operator] = []
+    op = Operator(V1, V2, router=StatusFollowingGateway(lambda: holder[0]))
+    holder.append(op)
+    op.unready = {"v2"}
+    await op.run()
+    assert op.status["analysis"]["weights"] == {"v1": 90, "v2": 10}
+    assert op.weights() == {"v1": 100, "v2": 0}
+    op.unready = set()
+    for _ in range(3):
+        await op.run(after=30)
+        assert op.status["analysis"]["weights"] == {"v1": 90, "v2": 10}
+        assert op.weights() == {"v1": 90, "v2": 10}

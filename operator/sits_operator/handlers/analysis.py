@@ -29,6 +29,7 @@ from sits_operator.adapters.prometheus_access import (
 from sits_operator.adapters.routers import TrafficRouter, make_router, read_weights_back
 from sits_operator.core.analysis import decide
 from sits_operator.core.analysis.schedule import period_phase, shared_max_age
+from sits_operator.core.analysis.weights import masked_for_readiness
 from sits_operator.core.metric_source import metric_source
 from sits_operator.core.rollout_plan import build_plan
 from sits_operator.handlers import metrics
@@ -41,7 +42,7 @@ from sits_operator.model.analysis import (
 )
 from sits_operator.model.observed import ObservedState
 from sits_operator.model.policy import Policy, parse_policy
-from sits_operator.model.spec import ObjectRef, SitsDeploymentSpec
+from sits_operator.model.spec import ObjectRef, RouterKind, SitsDeploymentSpec
 
 ProviderFactory = Callable[[Access], MetricsProvider]
 RouterFactory = Callable[[str, ApiClient | None], TrafficRouter]
@@ -131,9 +132,13 @@ class Analyzer:
         read_back = await read_weights_back(router, owner, spec)
         read_failed = read_back is None
         observed_weights = read_back or {}
-        if not plan.candidates_ready:
+        if not plan.candidates_ready or (
+            spec.traffic.router is RouterKind.BUILTIN
+            and masked_for_readiness(plan, observed_weights, state.weights)
+        ):
             # The read-back then shows our own "no traffic to unready pods" rule, not a
-            # decision anyone made: decide from the stored weights instead.
+            # decision anyone made (also on the first pass after a candidate turns ready,
+            # before status.traffic is written again): decide from the stored weights.
             observed_weights = {}
         provider = await self.provider_for(policy)
         variants = tuple(v.name for v in spec.variants)

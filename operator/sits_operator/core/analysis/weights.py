@@ -84,6 +84,30 @@ def current_weights(
     return {v: int(source.get(v, 0)) for v in variants(plan)}
 
 
+def masked_for_readiness(
+    plan: RolloutPlan, observed: Mapping[str, int], decided: Mapping[str, int]
+) -> bool:
+    """Whether `observed` is `decided` with some candidates' shares moved to stable.
+
+    That is the built-in router's own rule (core/status.effective_weights): a candidate
+    without a ready pod gets no traffic, so status.traffic and the gateways that follow it
+    show it at 0. Read back on the pass where the candidate has just turned ready, that 0
+    is no decision anyone made; taken for the current weight, it put the rollout before
+    its first step, a candidate at 0 % never gets the data the next step waits for, and
+    the rollout waited for ever (seen live with a candidate that started late).
+    """
+    if not observed or not decided or dict(observed) == dict(decided):
+        return False
+    moved = 0
+    for name in plan.candidates:
+        seen, wanted = int(observed.get(name, 0)), int(decided.get(name, 0))
+        if seen != wanted:
+            if seen != 0:
+                return False
+            moved += wanted
+    return int(observed.get(plan.stable, 0)) == int(decided.get(plan.stable, 0)) + moved
+
+
 def position_for(plan: RolloutPlan, weight: int) -> int:
     """Index of the step we stand on when the candidate is at `weight`.
 
