@@ -35,7 +35,7 @@ if ! wait "$setup_pid"; then
 fi
 trap - EXIT
 
-"$venv/python" -m pytest tests/integration -m "not live"
+"$venv/python" -m pytest tests/integration -m "not live" --durations=15
 # The operator suites again under the chart's namespaced install (Roles in the served
 # namespaces, `--namespace`; sits_operator_testing/rbac.py): a 403 fails them. A subset,
 # to keep `make test` under an hour: analysis end to end, the secured Prometheus and its
@@ -46,4 +46,4 @@ SITS_TEST_RBAC=namespaced "$venv/python" -m pytest -m "not live" \
   tests/integration/test_prometheus_access.py tests/integration/test_watch_scope.py
 # The live scenarios in a session of their own: the first session's host vLLM servers are
 # gone by then, so four vLLM pods, their sidecars and gateways get the memory.
-"$venv/python" -m pytest tests/integration -m live
+"$venv/python" -m pytest tests/integration -m live --durations=15

@@ -154,12 +154,16 @@ class LocalCluster:
         return record is not None and procs.is_running(*record)
 
     def _still_alive(self, name: str) -> bool:
-        """Alive, or alive again a moment later: one odd read of /proc under heavy load
-        must not fail a start that is going fine (seen once on a 2-core machine at load 12).
-        """
-        if self._alive(name):
-            return True
-        time.sleep(0.3)
+        """Alive, or alive again within 3 s: odd reads of /proc under heavy load must not
+        fail a start that is going fine (seen on a 2-core machine at load 12, and once in
+        a CI run for containerd, whose failed start then left it running)."""
+        for _ in range(10):
+            if self._alive(name):
+                return True
+            record = self._read_record(name)
+            if record is None or not procs.pid_alive(record[0]):
+                return False  # gone for good: no need to wait
+            time.sleep(0.3)
         return self._alive(name)
 
     def pids(self) -> dict[str, int | None]:
@@ -313,6 +317,10 @@ class LocalCluster:
             self._stop_node_after_failure()
             logs = ", ".join(str(self.log_file(c)) for c in ("containerd", "kubelet", "kube-proxy"))
             raise ClusterError(f"the real node did not start: {err}\nsee {logs}") from err
+        except BaseException:
+            # A timeout (pytest's Failed) or Ctrl-C mid-start: nothing may outlive it.
+            self._stop_node_after_failure()
+            raise
         self.progress(f"real node {NODE_NAME} ready in {time.monotonic() - started:.1f} s")
 
     def _stop_node_after_failure(self) -> None:

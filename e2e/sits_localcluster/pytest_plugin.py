@@ -90,6 +90,8 @@ def _bring_up() -> None:
         _STATE.cluster = cluster
     except Exception as err:  # any failure must surface as a test failure, with its reason
         _STATE.error = f"{type(err).__name__}: {err}"
+        # Also now, in the live log: the failures' summary comes only at the session's end.
+        _progress(f"the cluster did not start: {_STATE.error}")
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
