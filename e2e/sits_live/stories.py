@@ -85,3 +85,21 @@ def broken(name: str, *, gateway_replicas: int = 2) -> dict[str, Any]:
         rollout=dict(ROLLOUT),
         gateway_replicas=gateway_replicas,
     )
+
+
+#: The slow story's setting: vLLM schedules one sequence at a time (no continuous batching).
+SERIAL_ARGS = ("--max-num-seqs=1",)
+
+
+def slow(name: str, *, gateway_replicas: int = 1) -> dict[str, Any]:
+    """v2 serialises its requests (``SERIAL_ARGS``): it answers everything, only late."""
+    return stack.sits_deployment(
+        name,
+        [
+            stack.variant("v1", "stable", "tiny-a"),
+            stack.variant("v2", "candidate", "tiny-a-serial", extra_args=SERIAL_ARGS),
+        ],
+        analysis=analysis(),
+        rollout=dict(ROLLOUT),
+        gateway_replicas=gateway_replicas,
+    )

@@ -20,7 +20,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -468,6 +468,135 @@ def _events(live: Live, name: str) -> list[dict[str, Any]]:
         f"involvedObject.name={name}",
     )["items"]
     return list(items)
+
+
+#: The slow story's latency rule: SITS2026's p95 rule with a ceiling the serialised
+#: candidate crosses on these two cores and the stable stays under (measured 2026-12-06
+#: with 32-token answers under this load: v1's p95 2.6 to 4.4 s, v2's 17 to 24 s once its
+#: queue has built up), and its 90 s duration at 30 s periods scaled to the live 5 s
+#: periods: 15 s, three periods.
+SLOW_CEILING_MS = 10_000
+SLOW_DURATION_S = 15
+#: Answers of 32 tokens (the load generator's default), so a request holds vLLM's one
+#: sequence slot for a while, as chat answers do.
+SLOW_MAX_TOKENS = 32
+
+
+def test_a_slow_candidate_is_cut_to_10_percent_once_the_p95_duration_has_passed(
+    live: Live,
+) -> None:
+    """``slow``'s v2 runs vLLM with ``--max-num-seqs=1`` (stories.SERIAL_ARGS): nothing is
+    broken, every request is answered, but one at a time. Under the same session-flow load
+    as v1 its p95 crosses the ceiling; the latency rule cuts it to 10 % once the breach has
+    lasted the rule's duration (WeightCut), not a period before, and not later than one
+    period after; no step is taken while it breaches, nothing is rolled back, and the
+    clients see no failed request."""
+    cluster, namespace = live.cluster, live.namespace
+    # The node has memory for four vLLM pods: broken's (its story and the SRE path's
+    # are over) make room for slow's.
+    cluster.kubectl("delete", "sitsd", "broken", "-n", namespace, "--wait=true", "--timeout=120s")
+    wait("broken's pods gone", lambda: not stack.variant_pods(cluster, namespace, "broken"), 120)
+    _latency_rule(cluster, SLOW_CEILING_MS, f"{SLOW_DURATION_S}s")
+    stack.apply(cluster, namespace, stories.slow("slow"))
+    try:
+        wait(
+            "slow: 3 pods Ready",
+            lambda: stack.all_ready(cluster, namespace, "slow", 3),
+            timeout=900,
+            step=2.0,
+        )
+        result, breach_since = _slow_story(live)
+        save(result.timeline, result.load, cluster.state_dir / "live-rollouts" / live.env.suffix)
+        status = stack.get(cluster, "sitsd", "slow", "-n", namespace).get("status") or {}
+    finally:
+        _latency_rule(cluster, stories.LATENCY_CEILING_MS, "90s")
+        cluster.kubectl("delete", "sitsd", "slow", "-n", namespace, "--wait=false", check=False)
+    assert result.finished, f"never cut to 10 %: {_candidate_weights(result)}"
+    history = status.get("analysis", {}).get("history", [])
+    cuts = [h for h in history if h["action"] == "setWeight"]
+    assert cuts, history
+    cut = cuts[0]
+    assert "latency-p95" in cut["reason"], cut
+    assert not [h for h in history if h["action"] in ("rollback", "promote")], history
+    since = breach_since.before(cut["at"])
+    assert since is not None, f"no latency-p95 breach seen before the cut at {cut['at']}"
+    held = cut["at"] - since
+    print(f"latency-p95 breached from {since:.1f}, cut at {cut['at']:.1f}: {held:.1f} s")
+    assert held >= SLOW_DURATION_S - 0.01, "cut before the rule's duration"
+    assert held <= SLOW_DURATION_S + 5.0 + 2.0, "cut later than one period after the duration"
+    steps = [e.t + result.timeline.started for e in result.timeline.events if e.reason == "Step"]
+    assert not [t for t in steps if since < t < cut["at"]], "a step was taken while breaching"
+    records = [r for load in result.load for r in load.records]
+    assert not [r for r in records if r.outcome not in (SUCCESS, DROPPED)], "slow, not failing"
+    latencies = {
+        v: _p95([r.latency_ms or 0 for r in records if r.variant == v]) for v in ("v1", "v2")
+    }
+    print(f"client-side p95 by variant: {latencies}")
+    assert latencies["v2"] > SLOW_CEILING_MS > latencies["v1"], latencies
+
+
+def _p95(values: list[float]) -> float:
+    ordered = sorted(values)
+    assert ordered, "no request reached the variant"
+    return ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
+
+
+def _latency_rule(cluster: LocalCluster, ceiling_ms: int, duration: str) -> None:
+    policy = stack.get(cluster, "sitspolicy", stories.POLICY_NAME)
+    (index,) = [i for i, r in enumerate(policy["spec"]["rules"]) if r["name"] == "latency-p95"]
+    patch = [
+        {"op": "replace", "path": f"/spec/rules/{index}/threshold", "value": ceiling_ms},
+        {"op": "replace", "path": f"/spec/rules/{index}/for", "value": {"duration": duration}},
+    ]
+    cluster.kubectl(
+        "patch", "sitspolicy", stories.POLICY_NAME, "--type=json", "-p", json.dumps(patch)
+    )
+
+
+@dataclass
+class _Breaches:
+    """The ``since`` of the latency-p95 breach each time the status showed one."""
+
+    seen: list[float] = field(default_factory=list)
+
+    def before(self, at: float) -> float | None:
+        """When the breach that a cut at ``at`` acted on began (the cut clears it)."""
+        earlier = [since for since in self.seen if since <= at]
+        return earlier[-1] if earlier else None
+
+
+def _slow_story(live: Live) -> tuple[StoryResult, _Breaches]:
+    cluster, namespace = live.cluster, live.namespace
+    breaches = _Breaches()
+
+    def watch(story: Story, sample: Sample) -> None:
+        status = stack.get(cluster, "sitsd", "slow", "-n", namespace).get("status") or {}
+        breach = status.get("analysis", {}).get("breaches", {}).get("latency-p95") or {}
+        if breach.get("since") is not None:
+            breaches.seen.append(float(breach["since"]))
+        v2 = sample.variants.get("v2")
+        if story.finished_at is None and v2 is not None and v2.weight == 10:
+            story.finished_at = time.time()
+
+    story = cluster_story(
+        cluster,
+        live.env.monitoring.query,
+        namespace,
+        "slow",
+        ends=frozenset({"Succeeded", "RolledBack"}),
+        traffic=Traffic(
+            _root_url(cluster, namespace, "slow"),
+            stories.RATES,
+            ROLLOUT_TIMEOUT_S,
+            max_tokens=SLOW_MAX_TOKENS,
+            seed=19,
+        ),
+        window=stories.WINDOW,
+        thresholds={**stories.THRESHOLDS, "p95_ms": float(SLOW_CEILING_MS)},
+        out=print,
+    )
+    (result,) = run_stories([story], timeout_s=ROLLOUT_TIMEOUT_S, on_sample=watch)
+    return result, breaches
 
 
 def test_an_unpullable_gateway_image_is_a_condition_and_the_variants_keep_running(
