@@ -310,17 +310,14 @@ class LocalCluster:
             realnode.wait_node_ready(self.api(), self.progress)
             self._start_and_wait([comps["kube-proxy"]], COMPONENT_TIMEOUT)
             realnode.install_addons(self.api(), self.kubectl, self.progress)
-        except ClusterError:
+        except BaseException as err:
+            # Whatever stopped the start (a timeout, pytest's Failed, Ctrl-C included),
+            # nothing it started may outlive it.
             self._stop_node_after_failure()
-            raise
-        except Exception as err:
-            self._stop_node_after_failure()
+            if isinstance(err, ClusterError) or not isinstance(err, Exception):
+                raise
             logs = ", ".join(str(self.log_file(c)) for c in ("containerd", "kubelet", "kube-proxy"))
             raise ClusterError(f"the real node did not start: {err}\nsee {logs}") from err
-        except BaseException:
-            # A timeout (pytest's Failed) or Ctrl-C mid-start: nothing may outlive it.
-            self._stop_node_after_failure()
-            raise
         self.progress(f"real node {NODE_NAME} ready in {time.monotonic() - started:.1f} s")
 
     def _stop_node_after_failure(self) -> None:
