@@ -127,6 +127,7 @@ class LocalCluster:
             root=self.state_dir / "node",
             bin_dir=bin_dir or self._bin_dir or Path("/nonexistent"),
             ca_cert=self.pki.ca_cert,
+            containerd_root=realnode.shared_containerd_root(),
         )
 
     def _control_plane(self) -> list[Component]:
@@ -305,6 +306,7 @@ class LocalCluster:
             )
             comps = {c.name: c for c in node_components(lay)}
             self._start_and_wait([comps["containerd"]], COMPONENT_TIMEOUT)
+            self._sweep_stale_containers(comps["containerd"])
             realnode.ensure_node_images(lay, realnode.SYSTEM_IMAGES, self.progress)
             self._start_and_wait([comps["kubelet"]], COMPONENT_TIMEOUT)
             realnode.wait_node_ready(self.api(), self.progress)
@@ -319,6 +321,18 @@ class LocalCluster:
             logs = ", ".join(str(self.log_file(c)) for c in ("containerd", "kubelet", "kube-proxy"))
             raise ClusterError(f"the real node did not start: {err}\nsee {logs}") from err
         self.progress(f"real node {NODE_NAME} ready in {time.monotonic() - started:.1f} s")
+
+    def _sweep_stale_containers(self, containerd: Component) -> None:
+        """Remove what a cluster that did not stop cleanly left in the shared containerd root,
+        then restart containerd: its CRI plugin loaded those containers at start, and the
+        kubelet must find none."""
+        lay = self.node_layout()
+        swept = realnode.sweep_containers(lay)
+        if not swept:
+            return
+        self.progress(f"removed {swept} container(s) an earlier cluster left in containerd")
+        self._stop_components([containerd])
+        self._start_and_wait([containerd], COMPONENT_TIMEOUT)
 
     def _stop_node_after_failure(self) -> None:
         """Undo a failed start, unless ``SITS_KEEP_FAILED_NODE=1`` asks to keep it for a look."""
@@ -419,7 +433,7 @@ class LocalCluster:
             return
         if self._alive("containerd"):
             self._stop_components([c for c in self._node_components() if c.name != "containerd"])
-            realnode.stop_containers(lay)
+            realnode.sweep_containers(lay)
         self._stop_components(self._node_components())
         realnode.clean_host(lay, self.progress)
         realnode.release_node(self.state_dir)
@@ -446,7 +460,7 @@ class LocalCluster:
         """What of the real node is still on the host (after stopping the node alone)."""
         lay = self.node_layout()
         alive = [f"process {c.name}" for c in node_components(lay) if self._alive(c.name)]
-        return alive + nodeclean.leftovers(lay.root, lay.containerd_socket)
+        return alive + nodeclean.leftovers(lay.root, lay.containerd_socket, lay.containerd_root)
 
     def _start_all(self) -> None:
         """Cold start; on any failure everything is stopped again and the log is named."""

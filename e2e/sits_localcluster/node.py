@@ -52,16 +52,27 @@ class NodePorts:
 
 @dataclass(frozen=True)
 class NodeLayout:
-    """Files of the node under ``<cluster state>/node``."""
+    """Files of the node under ``<cluster state>/node``, and containerd's ``root``.
+
+    ``containerd_root`` (content store, snapshots, metadata) lives apart from the cluster's
+    state, in the cache (:func:`shared_containerd_root`): the node's images are 14 GB
+    unpacked and took 2 to 3 minutes to import into every new cluster (each test session
+    purges its cluster). The machine has one real node at a time (``realnode.claim_node``),
+    so one root serves the test and demo clusters in turn; what a cluster ran in it
+    (containers, their writable snapshots) is swept on ``down`` and before the kubelet
+    starts (``realnode.sweep_containers``), so only images carry over.
+    """
 
     root: Path
     bin_dir: Path
     ca_cert: Path
+    containerd_root: Path
     ports: NodePorts = NodePorts()
     runc: Path = Path("/usr/sbin/runc")
 
     @property
     def containerd_dir(self) -> Path:
+        """containerd's per-cluster files: config, socket, ``state`` (mounts, netns)."""
         return self.root / "containerd"
 
     @property
@@ -127,7 +138,7 @@ def containerd_config(lay: NodeLayout) -> str:
     d = lay.containerd_dir
     cri = 'plugins."io.containerd.grpc.v1.cri"'
     return f"""version = 2
-root = "{d / "root"}"
+root = "{lay.containerd_root}"
 state = "{d / "state"}"
 disabled_plugins = ["io.containerd.internal.v1.tracing", "io.containerd.snapshotter.v1.aufs",
   "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs",
@@ -302,9 +313,11 @@ def kube_proxy_config(lay: NodeLayout) -> str:
 
 
 def write_configs(lay: NodeLayout) -> None:
-    """Write every config file; directories made here, nothing outside ``lay.root``."""
+    """Write every config file; directories made here, nothing outside ``lay.root`` but
+    the (shared) containerd root."""
     for path in (lay.containerd_dir, lay.kubelet_dir, lay.cni_conf_dir, lay.cni_ipam_dir):
         path.mkdir(parents=True, exist_ok=True)
+    lay.containerd_root.mkdir(parents=True, exist_ok=True)
     lay.volumes_dir.mkdir(parents=True, exist_ok=True)
     lay.containerd_config.write_text(containerd_config(lay))
     (lay.cni_conf_dir / f"10-{CNI_NETWORK}.conflist").write_text(cni_conflist(lay))

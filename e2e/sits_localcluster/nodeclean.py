@@ -164,16 +164,22 @@ def remove_kube_chains() -> list[str]:
     return removed
 
 
-def clean(node_root: Path, socket: Path, progress: Callable[[str], object]) -> None:
-    """Everything after the node's processes are stopped, in dependency order."""
+def clean(
+    node_root: Path, socket: Path, progress: Callable[[str], object], containerd_root: Path
+) -> None:
+    """Everything after the node's processes are stopped, in dependency order.
+
+    ``containerd_root`` (shared between clusters, kept) only gets its mounts removed: an
+    unpack or a snapshot mount can sit there when containerd died mid-operation."""
     shims = kill_shims(socket)
     killed = kill_pod_processes()
     if shims or killed:
         progress(f"killed {len(shims)} containerd shim(s) and {killed} container process(es)")
     remove_pod_cgroups()
-    left = unmount_all(node_root)
-    if left:
-        progress(f"WARNING: still mounted under {node_root}: {', '.join(left)}")
+    for root in (node_root, containerd_root):
+        left = unmount_all(root)
+        if left:
+            progress(f"WARNING: still mounted under {root}: {', '.join(left)}")
     netns = node_root / "containerd" / "state" / "netns"
     for leftover in netns.iterdir() if netns.is_dir() else []:
         leftover.unlink(missing_ok=True)
@@ -185,9 +191,14 @@ def clean(node_root: Path, socket: Path, progress: Callable[[str], object]) -> N
     nodenet.teardown(node_root)
 
 
-def leftovers(node_root: Path, socket: Path) -> list[str]:
+def leftovers(node_root: Path, socket: Path, containerd_root: Path) -> list[str]:
     """What of the node is still on the host (empty after a clean ``down``)."""
-    found = [f"mount {m}" for m in mounts_under(node_root)] if node_root.exists() else []
+    found = [
+        f"mount {m}"
+        for root in (node_root, containerd_root)
+        if root.exists()
+        for m in mounts_under(root)
+    ]
     found += [f"cgroup {p}" for p in pod_cgroup_dirs()]
     found += [f"pod process {pid}" for pid in sorted(pod_pids())]
     found += [f"log link {link}" for link in log_links(node_root)]

@@ -20,7 +20,7 @@ from typing import Any
 from . import addons, network, nodeclean, nodenet
 from .api import ApiClient
 from .bootstrap import BootstrapError, wait_for
-from .build import read_versions
+from .build import cache_root, read_versions
 from .node import CTR, MIG_RESOURCES, NODE_NAME, NodeLayout
 
 Progress = Callable[[str], object]
@@ -31,6 +31,12 @@ COREDNS_TIMEOUT = 120.0
 #: The images every node start makes sure of; the inference and operator images are
 #: multi-GB on first build, so tests and the demo ask for them explicitly.
 SYSTEM_IMAGES = ("pause", "coredns")
+
+
+def shared_containerd_root() -> Path:
+    """containerd's root for the machine's one real node, kept between clusters (why:
+    ``NodeLayout``). ``SITS_CACHE_DIR`` moves it with the rest of the cache."""
+    return cache_root() / "node-containerd"
 
 
 def coredns_version() -> str:
@@ -102,29 +108,50 @@ def wait_node_ready(api: ApiClient, progress: Progress) -> None:
     progress(f"{NODE_NAME} Ready with {MIG_RESOURCES} in {time.monotonic() - started:.1f} s")
 
 
-def stop_containers(lay: NodeLayout) -> None:
-    """Ask containerd to kill and delete every CRI task while it still runs (best effort).
+def _ctr(lay: NodeLayout, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    argv = [str(CTR), "-a", str(lay.containerd_socket), "-n", "k8s.io", *args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
 
-    What it misses (containerd already gone, a shim stuck) :mod:`.nodeclean` kills through
-    the pod cgroups afterwards.
+
+def active_snapshots(listing: str) -> list[str]:
+    """Keys of the writable (``Active``) snapshots in ``ctr snapshots ls`` output: the
+    containers' root file systems. Image layers are ``Committed``; an Active one is a
+    container's, or an unpack that an interrupted import left behind."""
+    rows = (line.split() for line in listing.splitlines()[1:])  # KEY PARENT KIND
+    return [row[0] for row in rows if row and row[-1] == "Active"]
+
+
+def sweep_containers(lay: NodeLayout) -> int:
+    """Kill and delete every CRI task and container, and their writable snapshots, while
+    containerd runs; returns how many containers there were.
+
+    Why everything: containerd's root outlives the cluster (``NodeLayout``), and a
+    container (a pod sandbox included) of a cluster that is gone has no kubelet to remove
+    it. Images stay. What this misses (containerd already gone, a shim stuck)
+    :mod:`.nodeclean` kills through the pod cgroups afterwards.
     """
     if not lay.containerd_socket.exists():
-        return
-    base = [str(CTR), "-a", str(lay.containerd_socket), "-n", "k8s.io"]
-    listing = subprocess.run(
-        [*base, "tasks", "ls", "-q"], capture_output=True, text=True, timeout=20, check=False
-    )
-    tasks = listing.stdout.split()
+        return 0
+    tasks = _ctr(lay, "tasks", "ls", "-q").stdout.split()
     for task in tasks:
-        kill = [*base, "tasks", "kill", "-a", "-s", "SIGKILL", task]
-        subprocess.run(kill, capture_output=True, timeout=20, check=False)
+        _ctr(lay, "tasks", "kill", "-a", "-s", "SIGKILL", task)
     for task in tasks:
-        delete = [*base, "tasks", "delete", "-f", task]
-        subprocess.run(delete, capture_output=True, timeout=20, check=False)
+        _ctr(lay, "tasks", "delete", "-f", task)
+    containers = _ctr(lay, "containers", "ls", "-q").stdout.split()
+    for container in containers:
+        _ctr(lay, "containers", "rm", container)
+    for key in active_snapshots(_ctr(lay, "snapshots", "ls").stdout):
+        _ctr(lay, "snapshots", "rm", key)
+    # The CRI plugin's per-container files (hostname, resolv.conf, logs' fifos) of the
+    # containers just removed.
+    for kind in ("sandboxes", "containers"):
+        for leftover in (lay.containerd_root / "io.containerd.grpc.v1.cri" / kind).glob("*"):
+            shutil.rmtree(leftover, ignore_errors=True)
+    return len(containers)
 
 
 def clean_host(lay: NodeLayout, progress: Progress) -> None:
-    nodeclean.clean(lay.root, lay.containerd_socket, progress)
+    nodeclean.clean(lay.root, lay.containerd_socket, progress, lay.containerd_root)
 
 
 def remove_volume_data(lay: NodeLayout, name: str) -> None:
