@@ -55,6 +55,11 @@ class Traffic:
     seed: int = 0
     #: The client's retries of requests that never reached a server (see LoadConfig).
     max_retries: int = 0
+    #: How long a client waits for one answer: a story that queues requests on purpose
+    #: (the slow candidate) waits longer than the default, as a patient client would.
+    request_timeout_s: float = 30.0
+    #: Extra request body fields, e.g. vLLM's ``ignore_eos`` for answers of a fixed length.
+    extra_body: Mapping[str, Any] = field(default_factory=dict)
     configs: list[LoadConfig] = field(init=False, default_factory=list)
 
     def __post_init__(self) -> None:
@@ -70,10 +75,11 @@ class Traffic:
                     seed=self.seed + i,
                     sessions=8,
                     concurrency=32,
-                    request_timeout_s=30.0,
+                    request_timeout_s=self.request_timeout_s,
                     drain_timeout_s=30.0,
                     progress_interval_s=0,
                     max_retries=self.max_retries,
+                    extra_body=dict(self.extra_body),
                 )
             )
 

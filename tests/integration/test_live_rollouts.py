@@ -472,15 +472,25 @@ def _events(live: Live, name: str) -> list[dict[str, Any]]:
 
 
 #: The slow story's latency rule: SITS2026's p95 rule with a ceiling the serialised
-#: candidate crosses on these two cores and the stable stays under (measured 2026-12-06
-#: with 32-token answers under this load: v1's p95 2.6 to 4.4 s, v2's 17 to 24 s once its
-#: queue has built up), and its 90 s duration at 30 s periods scaled to the live 5 s
-#: periods: 15 s, three periods.
-SLOW_CEILING_MS = 10_000
+#: candidate crosses and the stable stays under, and its 90 s duration at 30 s periods
+#: scaled to the live 5 s periods: 15 s, three periods. Measured with the load below
+#: (2026-12-07): v1's p95 3 to 5 s throughout; v2's 1 to 2.7 s at 20 %, then 8.5 s, 26 s
+#: and 29 s within 10 s of the step to 40 % (30 s is the histogram's last finite bucket).
+#: The ceiling sits three times above v1's worst.
+SLOW_CEILING_MS = 15_000
 SLOW_DURATION_S = 15
-#: Answers of 32 tokens (the load generator's default), so a request holds vLLM's one
-#: sequence slot for a while, as chat answers do.
-SLOW_MAX_TOKENS = 32
+#: The slow story's load. A serialised vLLM is slow only when requests queue: its one
+#: sequence slot must be asked for more than it can give. Answers of a fixed length
+#: (``ignore_eos``: the tiny model's random EOS made them short) of 96 tokens hold the
+#: slot for about 1 s on these two cores; the story sends 1.5x the other stories' rate
+#: (6 requests/s): v2 keeps up at 20 % (1.2/s) and its queue grows once a step gives it
+#: 40 %, while v1 batches its share. (On 2026-12-07, with the plain 4 requests/s and
+#: answers that ended at the model's EOS, v2 kept up at 20, 40 and 60 % with a p95 of 1 to
+#: 2 s and was promoted.) Clients wait up to 120 s for an answer, as a patient client
+#: would: the test is about the latency rule, not about timeouts.
+SLOW_MAX_TOKENS = 96
+SLOW_RATES = {model: 1.5 * rate for model, rate in stories.RATES.items()}
+SLOW_REQUEST_TIMEOUT_S = 120.0
 
 
 def test_a_slow_candidate_is_cut_to_10_percent_once_the_p95_duration_has_passed(
@@ -495,7 +505,9 @@ def test_a_slow_candidate_is_cut_to_10_percent_once_the_p95_duration_has_passed(
     cluster, namespace = live.cluster, live.namespace
     # The node has memory for four vLLM pods: broken's (its story and the SRE path's
     # are over) make room for slow's.
-    cluster.kubectl("delete", "sitsd", "broken", "-n", namespace, "--wait=true", "--timeout=120s")
+    cluster.kubectl(
+        "delete", "sitsd", "broken", "-n", namespace, "--ignore-not-found", "--timeout=120s"
+    )
     wait("broken's pods gone", lambda: not stack.variant_pods(cluster, namespace, "broken"), 120)
     _latency_rule(cluster, SLOW_CEILING_MS, f"{SLOW_DURATION_S}s")
     stack.apply(cluster, namespace, stories.slow("slow"))
@@ -587,10 +599,12 @@ def _slow_story(live: Live) -> tuple[StoryResult, _Breaches]:
         ends=frozenset({"Succeeded", "RolledBack"}),
         traffic=Traffic(
             _root_url(cluster, namespace, "slow"),
-            stories.RATES,
+            SLOW_RATES,
             ROLLOUT_TIMEOUT_S,
             max_tokens=SLOW_MAX_TOKENS,
             seed=19,
+            request_timeout_s=SLOW_REQUEST_TIMEOUT_S,
+            extra_body={"ignore_eos": True},
         ),
         window=stories.WINDOW,
         thresholds={**stories.THRESHOLDS, "p95_ms": float(SLOW_CEILING_MS)},
