@@ -14,9 +14,10 @@ test to run against a real Prometheus.
 from __future__ import annotations
 
 from .build import DASHBOARD_DIR, Dashboard, build_dashboards, render_json, write_dashboards
-from .queries import dashboard_queries
+from .queries import ANNOTATION, dashboard_queries
 
 __all__ = [
+    "ANNOTATION",
     "DASHBOARD_DIR",
     "Dashboard",
     "build_dashboards",

@@ -18,6 +18,9 @@ from .build import build_dashboards
 BUILT_IN = ("__rate_interval", "__interval", "__range")
 VARIABLE = re.compile(r"\$\{(\w+)\}|\$(\w+)")
 LABEL_VALUES = re.compile(r"^label_values\((?P<metric>.+),\s*(?P<label>\w+)\)$", re.DOTALL)
+#: What an annotation query is called: Grafana runs these over the dashboard's time range
+#: (a range query), not at one instant, so a test should too.
+ANNOTATION = "annotation: "
 
 
 def substitute(expr: str, values: Mapping[str, str]) -> str:
@@ -48,7 +51,7 @@ def raw_queries(doc: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
             yield panel["title"], target["expr"]
     for annotation in doc.get("annotations", {}).get("list", []):
         if "expr" in annotation:
-            yield f"annotation: {annotation['name']}", annotation["expr"]
+            yield f"{ANNOTATION}{annotation['name']}", annotation["expr"]
     for variable in doc.get("templating", {}).get("list", []):
         query = variable.get("query")
         if variable.get("type") == "query" and isinstance(query, str):

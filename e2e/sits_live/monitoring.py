@@ -259,3 +259,12 @@ class LiveMonitoring:
             str(r["metric"].get("variant", "")): float(r["value"][1])
             for r in body["data"]["result"]
         }
+
+    def query_range(self, promql: str, seconds: float, step_s: float = 5.0) -> list[dict[str, str]]:
+        """A range query over the last ``seconds``, as Grafana runs an annotation or a
+        graph over its time range; the label sets of the series with a value in it."""
+        end = time.time()
+        params = {"query": promql, "start": end - seconds, "end": end, "step": step_s}
+        url = f"{self.url}/api/v1/query_range?" + urllib.parse.urlencode(params)
+        body = json.loads(http_get(url, timeout=15.0))
+        return [dict(r["metric"]) for r in body["data"]["result"] if r["values"]]

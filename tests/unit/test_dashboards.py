@@ -16,7 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from sits_dashboards import build_dashboards, dashboard_queries, render_json, write_dashboards
+from sits_dashboards import (
+    ANNOTATION,
+    build_dashboards,
+    dashboard_queries,
+    render_json,
+    write_dashboards,
+)
 from sits_dashboards.build import DASHBOARD_DIR
 from sits_dashboards.contract import (
     TARGET_LABELS,
@@ -202,3 +208,14 @@ def test_dashboard_queries_substitutes_every_variable() -> None:
     assert any('sits_deployment="chat"' in expr and "[2m]" in expr for expr in rollout)
     cache = [expr for dashboard, _, expr in found if dashboard == "SITS / Cache tiers"]
     assert all('pod=~"chat-.+"' in expr for expr in cache if "pod=~" in expr)
+
+
+def test_annotation_queries_are_named_so_a_test_can_run_them_over_a_range() -> None:
+    """Grafana runs annotations over the dashboard's time range; the live test tells them
+    apart by ``ANNOTATION`` to do the same, so every PromQL annotation must carry it (the
+    others are Grafana's built-in ones, which query no Prometheus)."""
+    docs = build_dashboards().values()
+    expected = sum("expr" in a for doc in docs for a in doc.get("annotations", {}).get("list", []))
+    named = [what for _, what, _ in dashboard_queries("a", "b") if what.startswith(ANNOTATION)]
+    assert expected >= 2
+    assert len(named) == expected, named
