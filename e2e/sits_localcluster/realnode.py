@@ -48,7 +48,7 @@ def ensure_node_images(lay: NodeLayout, names: tuple[str, ...], progress: Progre
     from .images import ensure_images, import_images
 
     built = ensure_images(list(names), progress=progress)
-    import_images(lay.containerd_socket, built, progress)
+    import_images(lay.containerd_socket, built, progress, store=lay.containerd_root)
 
 
 def advertise_mig(api: ApiClient) -> None:

@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import tarfile
 from collections.abc import Callable
@@ -678,3 +679,28 @@ def test_pip_noise_is_not_relayed_but_big_downloads_are() -> None:
     assert not rootfs._worth_relaying("  Downloading six-1.17.0-py2.py3-none-any.whl (11 kB)")
     assert not rootfs._worth_relaying("Collecting torch==2.13.0")
     assert rootfs._worth_relaying("ERROR: No matching distribution found for torch==9")
+
+
+def test_an_import_that_would_fill_the_disk_is_refused_before_it_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Twice the tar (content and unpacked snapshot) plus the headroom must be free; short of
+    that, the error names the store and the sizes, and ctr is never asked to import."""
+    image = built("sits.local/app:1", "d", tmp_path)
+    script = fake_ctr(tmp_path, before="", after="")
+    usage = shutil.disk_usage(tmp_path)
+    free = 2 * image.size + ctr.DISK_HEADROOM_BYTES - 1
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage._replace(free=free))
+    with pytest.raises(ctr.NotEnoughDiskError, match=rf"sits\.local/app:1 .* at {tmp_path}"):
+        ctr.import_images(
+            tmp_path / "c.sock", [image], lambda line: None, ctr=str(script), store=tmp_path
+        )
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert not [c for c in calls if "images import" in c]
+    # One byte more and the import goes ahead (and fails only because the fake ctr's table
+    # does not show the image afterwards).
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage._replace(free=free + 1))
+    with pytest.raises(ctr.ContainerdImportError, match="lacks"):
+        ctr.import_images(
+            tmp_path / "c.sock", [image], lambda line: None, ctr=str(script), store=tmp_path
+        )

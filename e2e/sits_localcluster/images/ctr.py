@@ -11,6 +11,7 @@ tar without them (a rebuilt sits-inference: its top layer, not the 7 GB below it
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -22,10 +23,37 @@ from .oci import write_thin_layout_tar
 from .rootfs import Progress, relay, timed
 
 NAMESPACE = "k8s.io"  # the namespace containerd's CRI plugin (hence the kubelet) uses
+#: What an import must leave free on containerd's file system: the pods' writable layers
+#: and logs, and a margin above the kubelet's eviction threshold (1 % here, see node.py).
+#: Below it the kubelet's eviction manager reclaims space by deleting images (a CI run
+#: lost the 7 GB inference image that way, mid-suite), which imported images cannot
+#: survive: nothing can pull them back.
+DISK_HEADROOM_BYTES = 4 * 2**30
 
 
 class ContainerdImportError(RuntimeError):
     """containerd did not end up with the image we imported."""
+
+
+class NotEnoughDiskError(ContainerdImportError):
+    """The import would leave containerd's file system too full for the node to run."""
+
+
+def check_disk(store: Path, image: str, tar_bytes: int) -> None:
+    """Refuse, before writing anything, an import that would fill ``store``'s file system.
+
+    containerd keeps the tar's layers twice: as content and unpacked as a snapshot (the
+    layers are uncompressed, so about the same size again)."""
+    need = 2 * tar_bytes + DISK_HEADROOM_BYTES
+    free = shutil.disk_usage(store).free
+    if free < need:
+        raise NotEnoughDiskError(
+            f"not enough disk to import {image} into containerd at {store}: {human(free)} "
+            f"free, {human(need)} needed ({human(tar_bytes)} of layers, stored twice, and "
+            f"{human(DISK_HEADROOM_BYTES)} left for the pods). Free some space (old "
+            f"checkouts; or, with no cluster running, the node's image store: rm -rf {store}, "
+            "whose images are imported again) and start again"
+        )
 
 
 def _ctr(ctr: str, socket: Path, namespace: str) -> list[str]:
@@ -83,10 +111,13 @@ def import_images(
     namespace: str = NAMESPACE,
     ctr: str = "ctr",
     snapshotter: str | None = None,
+    store: Path | None = None,
 ) -> list[BuiltImage]:
     """Import those of ``images`` containerd lacks (unpacked for its snapshotter).
 
-    Returns the images that were imported; raises when one is not there afterwards.
+    ``store``, containerd's root (content and snapshots), is checked for space before
+    each import (``check_disk``). Returns the images that were imported; raises when one
+    is not there afterwards.
     """
     have = containerd_images(ctr_socket, namespace=namespace, ctr=ctr)
     todo = [image for image in images if have.get(image.name) != image.manifest_digest]
@@ -99,6 +130,8 @@ def import_images(
         present = set(image.layers) & containerd_blobs(ctr_socket, namespace=namespace, ctr=ctr)
         with _thin(image, present) as tar:
             size = image.size if tar == image.tar else tar.stat().st_size
+            if store is not None:
+                check_disk(store, image.name, size)
             what = (
                 f"ctr images import {image.name} ({human(size)} of {human(image.size)}; "
                 f"{len(present)} of {len(image.layers)} layers already there)"
