@@ -75,14 +75,17 @@ fi
 # The vLLM venv and the node's three big images spend most of their cold time downloading
 # (torch, a Debian root file system) and unpacking, the Go builds below compiling: run them
 # side by side. Their progress lines come prefixed; a failure stops set-up after the Go builds.
+# --into-node then imports the images into the real node's containerd root, shared by every
+# cluster of the machine (~/.cache/sits/node-containerd; about 3 minutes the first time, then
+# nothing), here rather than in the first cluster start; skipped while a node is running.
 background_log="${XDG_CACHE_HOME:-$HOME/.cache}/sits/setup-background.log"
 mkdir -p "$(dirname "$background_log")"
-step "in the background: the vLLM venv, then the images vllm-cpu, sits-inference, sits-operator"
+step "in the background: the vLLM venv, the images vllm-cpu, sits-inference, sits-operator, then their import into the node's containerd"
 (
   set -o pipefail
   { scripts/setup-vllm.sh \
       && .venv/bin/python -m sits_localcluster.images build \
-           --only vllm-cpu sits-inference sits-operator >/dev/null; } 2>&1 \
+           --only vllm-cpu sits-inference sits-operator --into-node >/dev/null; } 2>&1 \
     | tee "$background_log" | sed -u 's/^/    [vllm+images] /'
 ) &
 background=$!

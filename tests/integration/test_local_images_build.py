@@ -32,6 +32,9 @@ from sits_localcluster.images import (
     specs,
 )
 from sits_localcluster.images.build import BuiltImage
+from sits_localcluster.node import NodePorts
+from sits_localcluster.preimport import preimport
+from sits_localcluster.prometheus import free_port
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="containerd and mounts need root")
 TOOLS = ("containerd", "ctr", "runc", "containerd-shim-runc-v2", "unshare", "gcc")
@@ -309,3 +312,30 @@ def test_coredns_serves_port_53_as_a_non_root_user(
         assert bound, "CoreDNS never bound UDP port 53"
         containerd.ctr("task", "kill", "-s", "SIGTERM", "coredns")
         run.wait(timeout=20)
+
+
+def test_preimport_fills_a_containerd_root_a_later_containerd_finds_and_leaves_nothing(
+    cache: Path,
+) -> None:
+    """What set-up does for the real node (`images build --into-node`): a containerd of its
+    own, with the node's config, imports into the root and stops; the next start on that root
+    finds the image (imports nothing); no process, mount or temporary directory is left."""
+    (pause,) = ensure_images(["pause"], say)
+    root = Path(tempfile.mkdtemp(prefix="sits-pre-root-", dir="/tmp"))
+    ports = NodePorts(containerd_metrics=free_port())  # not the running node's
+    before = set(Path("/tmp").glob("sits-preimport-*"))
+    try:
+        assert preimport([pause], say, root=root, ports=ports) == [pause]
+        assert preimport([pause], say, root=root, ports=ports) == []
+        left = subprocess.run(
+            ["pgrep", "-f", "containerd --config /tmp/sits-preimport-"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.split()
+        assert left == [], "a containerd of the import is still running"
+        assert set(Path("/tmp").glob("sits-preimport-*")) == before
+        assert rootfs.mounts_under(root) == []
+        assert any(root.glob("io.containerd.content.v1.content/blobs/sha256/*"))
+    finally:
+        shutil.rmtree(root)

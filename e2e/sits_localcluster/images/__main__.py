@@ -1,7 +1,9 @@
-"""``python -m sits_localcluster.images build [--only NAME ...] [--import SOCKET] [--list]``.
+"""``python -m sits_localcluster.images build [--only NAME ...] [--import SOCKET |
+--into-node] [--list]``.
 
 Builds the local images (or finds them in the cache) and optionally imports them into a
-containerd; progress goes to stderr, the final ``name tar digest`` lines to stdout.
+containerd, or into the real node's shared containerd root (``sits_localcluster.preimport``);
+progress goes to stderr, the final ``name tar digest`` lines to stdout.
 """
 
 from __future__ import annotations
@@ -34,6 +36,12 @@ def parser() -> argparse.ArgumentParser:
         metavar="SOCKET",
         help="then import into the containerd at this socket (namespace k8s.io)",
     )
+    build.add_argument(
+        "--into-node",
+        action="store_true",
+        help="then import into the real node's containerd root (~/.cache/sits/node-containerd), "
+        "so that the first cluster start finds them there (skipped while a node runs)",
+    )
     build.add_argument("--list", action="store_true", help="show what is cached; build nothing")
     build.add_argument(
         "--coredns-binary",
@@ -54,6 +62,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         images = ensure_images(args.only, _progress, coredns_binary=args.coredns_binary)
         if args.socket:
             import_images(args.socket, images, _progress)
+        elif args.into_node:
+            from ..preimport import preimport  # starts a containerd: only when asked
+
+            preimport(images, _progress)
     except (ImageBuildError, RuntimeError, OSError) as error:
         _progress(f"error: {error}")
         return 1
