@@ -14,7 +14,6 @@ metadata database), and that node imports what it lacks itself when a test or th
 
 from __future__ import annotations
 
-import subprocess
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,7 +22,7 @@ from . import health, procs, realnode
 from .cluster import LocalCluster
 from .components import HOST
 from .images.build import BuiltImage
-from .images.ctr import import_images
+from .images.ctr import ContainerdImportError, import_images
 from .images.rootfs import Progress
 from .node import CONTAINERD, NodeLayout, NodePorts, containerd_config
 
@@ -82,6 +81,7 @@ def _wait_serving(lay: NodeLayout, pid: int, log: Path) -> None:
     )
     if not ok:
         tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
-        raise subprocess.SubprocessError(
-            f"containerd for the image import did not start ({detail}); its log:\n{tail}"
+        raise ContainerdImportError(
+            f"containerd for the image import did not start ({detail}; another containerd "
+            f"holding {lay.containerd_root} makes it wait): its log:\n{tail}"
         )
