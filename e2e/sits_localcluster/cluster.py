@@ -276,15 +276,13 @@ class LocalCluster:
 
     def _check_node_owner(self) -> None:
         """One real node per machine: its bridge, address block and cgroups are global."""
-        owner = realnode.node_owner()
+        owner = running_node_owner()
         if owner is not None and owner != self.state_dir:
-            other = LocalCluster(owner, node=True, progress=self.progress)
-            if other._alive("containerd") or other._alive("kubelet"):
-                raise ClusterError(
-                    f"the real node of the cluster in {owner} is running; stop it first "
-                    f"(SITS_CLUSTER_DIR={owner} sits-cluster down) or start this one with "
-                    "--no-node"
-                )
+            raise ClusterError(
+                f"the real node of the cluster in {owner} is running; stop it first "
+                f"(SITS_CLUSTER_DIR={owner} sits-cluster down) or start this one with "
+                "--no-node"
+            )
 
     def _start_node(self) -> None:
         """Host network, containerd, images, kubelet, kube-proxy, CoreDNS; undone on failure."""
@@ -585,3 +583,12 @@ def _tail(path: Path, lines: int = 25) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except FileNotFoundError:
         return "(no log written)"
+
+
+def running_node_owner() -> Path | None:
+    """The state dir of the cluster whose real node (containerd or kubelet) is running."""
+    owner = realnode.node_owner()
+    if owner is None:
+        return None
+    other = LocalCluster(owner, node=True)
+    return owner if other._alive("containerd") or other._alive("kubelet") else None

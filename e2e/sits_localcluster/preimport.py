@@ -19,24 +19,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import health, procs, realnode
-from .cluster import LocalCluster
-from .components import HOST
+from .cluster import running_node_owner
+from .components import Component
 from .images.build import BuiltImage
 from .images.ctr import ContainerdImportError, import_images
 from .images.rootfs import Progress
-from .node import CONTAINERD, NodeLayout, NodePorts, containerd_config
+from .node import NodeLayout, NodePorts, containerd, containerd_config
 
 #: containerd on an idle machine is serving in well under a second; a loaded one can be slow.
 START_TIMEOUT_S = 60.0
-
-
-def running_node_owner() -> Path | None:
-    """The state dir of the cluster whose real node (its containerd) is running, if any."""
-    owner = realnode.node_owner()
-    if owner is None:
-        return None
-    statuses = LocalCluster(owner, node=True).status()
-    return owner if any(s.name == "containerd" and s.alive for s in statuses) else None
 
 
 def preimport(
@@ -62,20 +53,19 @@ def preimport(
         lay = NodeLayout(Path(tmp), no_bin, no_ca, store, ports or NodePorts())
         lay.containerd_dir.mkdir(parents=True)
         lay.containerd_config.write_text(containerd_config(lay))
+        comp = containerd(lay)
         log = Path(tmp) / "containerd.log"
-        argv = [str(CONTAINERD), "--config", str(lay.containerd_config), "--log-level", "warn"]
-        pid = procs.spawn_detached(argv, log)
+        pid = procs.spawn_detached(comp.argv(), log)
         try:
-            _wait_serving(lay, pid, log)
+            _wait_serving(comp, pid, log)
             return import_images(lay.containerd_socket, images, progress, store=store)
         finally:
-            procs.stop(pid, CONTAINERD)
+            procs.stop(pid, comp.binary)
 
 
-def _wait_serving(lay: NodeLayout, pid: int, log: Path) -> None:
-    url = f"http://{HOST}:{lay.ports.containerd_metrics}/v1/metrics"
+def _wait_serving(comp: Component, pid: int, log: Path) -> None:
     ok, detail = health.wait_until(
-        lambda: health.probe(url, None),
+        lambda: health.probe(comp.health_url, None),
         START_TIMEOUT_S,
         alive=lambda: procs.pid_alive(pid),
     )
@@ -83,5 +73,5 @@ def _wait_serving(lay: NodeLayout, pid: int, log: Path) -> None:
         tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
         raise ContainerdImportError(
             f"containerd for the image import did not start ({detail}; another containerd "
-            f"holding {lay.containerd_root} makes it wait): its log:\n{tail}"
+            f"holding the same root makes it wait): its log:\n{tail}"
         )
