@@ -42,6 +42,25 @@ OPERATOR_NAMESPACE = "sits-system"
 RELEASE = "sits-operator"  # the release name the README installs
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by the marks set here
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark `cluster` every test of a module in which any test needs the local cluster.
+
+    `make test` runs those modules and the rest (the data plane against host vLLM servers,
+    renderings, the images) as two pytest sessions side by side (scripts/test.sh): most
+    cluster tests wait on the apiserver, Prometheus and analysis periods. By module, so
+    that a module's fixtures are set up in one of the two sessions only."""
+    lane = {
+        item.path
+        for item in items
+        if "local_cluster" in getattr(item, "fixturenames", ())
+        or item.get_closest_marker("cluster") is not None
+    }
+    for item in items:
+        if item.path in lane and item.get_closest_marker("cluster") is None:
+            item.add_marker(pytest.mark.cluster)
+
+
 def _poll(what: str, attempt: Callable[[], bool], *, timeout: float, step: float = 0.5) -> None:
     """Call ``attempt`` until it returns True; fail the test after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
