@@ -30,6 +30,7 @@ from sits_localcluster.helm import (
 )
 from sits_localcluster.helm import render_chart as render
 from sits_localcluster.prometheus import LocalPrometheus
+from sits_localcluster.pytest_plugin import FIXTURE as CLUSTER_FIXTURE
 from sits_localcluster.synthetic import SyntheticServer
 from sits_operator_testing.process import OperatorProcess
 from sits_operator_testing.rbac import HOME_NAMESPACE, namespaced, rbac_mode
@@ -46,18 +47,17 @@ RELEASE = "sits-operator"  # the release name the README installs
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark `cluster` every test of a module in which any test needs the local cluster.
 
-    `make test` runs those modules and the rest (the data plane against host vLLM servers,
-    renderings, the images) as two pytest sessions side by side (scripts/test.sh): most
-    cluster tests wait on the apiserver, Prometheus and analysis periods. By module, so
-    that a module's fixtures are set up in one of the two sessions only."""
+    By module, so that `-m cluster` and `-m "not cluster"` can run as two sessions side by
+    side, each module's fixtures set up in one of them only (most cluster tests wait on the
+    apiserver, Prometheus and analysis periods; the rest use host vLLM servers)."""
     lane = {
         item.path
         for item in items
-        if "local_cluster" in getattr(item, "fixturenames", ())
+        if CLUSTER_FIXTURE in getattr(item, "fixturenames", ())
         or item.get_closest_marker("cluster") is not None
     }
     for item in items:
-        if item.path in lane and item.get_closest_marker("cluster") is None:
+        if item.path in lane:
             item.add_marker(pytest.mark.cluster)
 
 
